@@ -1,0 +1,29 @@
+# One-command entry points. Each target creates the virtual environment in
+# .venv on first use (CPU build of torch, pinned by constraints-cpu.txt).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PIP_FLAGS := -c constraints-cpu.txt
+
+.PHONY: run test lint docs bench clean
+
+$(STAMP): pyproject.toml constraints-cpu.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e ".[dev]"
+	touch $(STAMP)
+
+## run: train CROCS on the bundled LUDB records and print the evaluation tables
+run: $(STAMP)
+	$(BIN)/python -m sklearn_crocs --output-dir crocs_output
+
+## test: run the whole test suite (unit tests, estimator checks, doctests)
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+lint: $(STAMP)
+	$(BIN)/ruff check sklearn_crocs tests examples benchmarks scripts
+
+clean:
+	rm -rf $(VENV) .tox .pytest_cache crocs_output docs/_build

@@ -1,0 +1,9 @@
+"""Clinical prototypes (CROCS) for attribute-specific clustering and retrieval of ECGs.
+
+scikit-learn compatible implementation of CROCS (Kiyasseh, Zhu & Clifton,
+NeurIPS 2021).
+"""
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["__version__"]

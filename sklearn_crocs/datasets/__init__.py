@@ -1,0 +1,3 @@
+"""Datasets: the bundled LUDB records, loaders and preprocessing for ECG databases."""
+
+__all__ = []
