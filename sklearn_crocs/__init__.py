@@ -4,6 +4,8 @@ scikit-learn compatible implementation of CROCS (Kiyasseh, Zhu & Clifton,
 NeurIPS 2021).
 """
 
+from ._clusterer import CROCSClusterer
+
 __version__ = "0.1.0.dev0"
 
-__all__ = ["__version__"]
+__all__ = ["CROCSClusterer", "__version__"]

@@ -1,0 +1,764 @@
+"""CROCSClusterer: clinical prototypes learned with a skorch-wrapped encoder."""
+
+import math
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.model_selection import GroupShuffleSplit
+from sklearn.preprocessing import OrdinalEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
+from skorch.callbacks import EarlyStopping, PassthroughScoring
+from skorch.helper import predefined_split
+from torch import nn
+
+from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, ResNet1dEncoder
+from .nn._net import _KeepBestState
+
+__all__ = ["CROCSClusterer"]
+
+_ENCODERS = {"cnn": CNNEncoder, "resnet": ResNet1dEncoder}
+
+# Above this many attribute combinations the M x M weight table alone takes
+# 800 MB; such a count almost always means an attribute was not discretised.
+_MAX_PROTOTYPES = 10_000
+
+
+def _nearest(embeddings, prototypes):
+    """Index of the most similar prototype (cosine; both sides are unit vectors)."""
+    return np.argmax(embeddings @ prototypes.T, axis=1)
+
+
+class CROCSClusterer(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
+):
+    """Cluster ECGs around clinical prototypes of attribute combinations (CROCS).
+
+    CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021) learns one embedding, a
+    *clinical prototype*, for every combination of discrete patient attributes
+    (for example disease class x sex x age group) together with an encoder
+    that places each ECG near the prototypes that share its attributes. The
+    fitted prototypes act as cluster centroids: :meth:`predict` assigns an
+    unlabelled ECG the attributes of its nearest prototype.
+
+    The encoder is trained by a private skorch net (``net_``) whose criterion,
+    :class:`~sklearn_crocs.nn.CROCSLoss`, owns the prototypes.
+
+    Parameters
+    ----------
+    encoder : {"cnn", "resnet"} or nn.Module subclass, default="cnn"
+        ``"cnn"``: the paper's small CNN (:class:`~sklearn_crocs.nn.CNNEncoder`,
+        used on Chapman); ``"resnet"``: a 1-D ResNet18 with one block per stage
+        (:class:`~sklearn_crocs.nn.ResNet1dEncoder`, used on PTB-XL). A class is
+        instantiated as ``encoder(in_channels=n_leads, n_timepoints=n_timepoints,
+        embedding_dim=embedding_dim, **encoder_params)`` and must map
+        ``(batch, n_leads, n_timepoints)`` to ``(batch, embedding_dim)``.
+    encoder_params : dict, default=None
+        Extra keyword arguments of the encoder.
+    embedding_dim : int, default=128
+        Dimension ``E`` of the embeddings and prototypes (paper: 128 on
+        Chapman, 256 on PTB-XL).
+    tau_s : float, default=0.1
+        Temperature of the cosine similarity.
+    tau_w : float, default=1.0
+        Temperature of the soft-assignment weights; ``math.inf`` weighs all
+        prototypes of an ECG's class equally. Ignored when ``loss="hard"``.
+    beta : float, default=0.2
+        Desired distance between two same-class prototypes per differing
+        attribute in the arrangement regulariser; ``0`` turns it off.
+    loss : {"soft", "hard"}, default="soft"
+        ``"soft"``: NCE-soft (an ECG is attracted to every prototype of its
+        class, more strongly the more attributes they share); ``"hard"``:
+        NCE-hard (only to the prototype of its exact combination).
+    prototypes : {"learned", "mean"}, default="learned"
+        Centroids used by :meth:`predict`, :meth:`predict_proba` and
+        ``prototypes_``: the learned clinical prototypes (CP CROCS) or the
+        mean training embedding of each combination (TP CROCS). Training is
+        the same for both; :meth:`get_prototypes` gives either set.
+    class_attribute : int or str, default=0
+        Column (position or name) of ``y`` that holds the class attribute:
+        ECGs are only attracted to prototypes of their own class.
+    max_epochs : int, default=100
+        Maximum number of passes over the training data.
+    batch_size : int, default=256
+        Mini-batch size (paper: 256 on Chapman, 128 on PTB-XL).
+    lr : float, default=1e-4
+        Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL).
+    validation_fraction : float or None, default=0.1
+        Fraction of the training groups (patients) held out to monitor the
+        loss; training stops when it has not improved by a relative ``1e-4``
+        for ``n_iter_no_change`` epochs, and the encoder and prototypes of the
+        best epoch are kept. ``None`` trains for ``max_epochs`` epochs on all
+        data.
+    n_iter_no_change : int, default=10
+        Patience of the early stopping, in epochs.
+    device : str or torch.device, default="cpu"
+        Torch device for training and inference, e.g. ``"cuda"``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the weight and prototype initialisation, dropout, batch order
+        and the validation split. ``None`` draws fresh entropy from the
+        operating system. The global numpy and torch random states are
+        neither used nor changed.
+    verbose : int, default=0
+        ``0`` is silent; ``1`` prints one line per epoch (losses and time).
+
+    Attributes
+    ----------
+    prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
+        L2-normalised centroids used for prediction (learned or mean, see
+        ``prototypes``).
+    prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
+        Attribute values of each row of ``prototypes_``, in the original label
+        values (object dtype when attributes have different types).
+    prototype_counts_ : ndarray of shape (n_prototypes,)
+        Number of training ECGs with each prototype's attribute combination.
+    attribute_names_ : list of str
+        Names of the attributes: the columns of a DataFrame ``y``, the name of
+        a Series, or ``"attribute_0"``, ``"attribute_1"``, ...
+    categories_ : list of ndarray
+        Sorted values of each attribute seen in ``fit``.
+    labels_ : ndarray of shape (n_samples,)
+        Row of ``prototypes_`` nearest to each training ECG.
+    n_features_in_ : int
+        Number of values per training ECG (``n_leads * n_timepoints``).
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of ``X`` when it was a DataFrame.
+    input_shape_ : tuple of int
+        ``(n_leads, n_timepoints)`` of the training signals.
+    n_iter_ : int
+        Number of epochs run.
+    net_ : skorch.NeuralNet
+        The fitted net; ``net_.module_`` is the encoder, ``net_.criterion_``
+        the :class:`~sklearn_crocs.nn.CROCSLoss` with the learned prototypes,
+        ``net_.history`` the per-epoch losses (``train_loss``, ``train_nce``,
+        ``train_reg`` and their ``valid_`` counterparts).
+
+    See Also
+    --------
+    sklearn_crocs.nn.CROCSLoss : The loss and its prototypes.
+    sklearn.cluster.KMeans : Unsupervised clustering of the embeddings
+        (the paper's KM CROCS, as ``make_pipeline(CROCSClusterer(), KMeans())``).
+
+    Notes
+    -----
+    Embeddings and prototypes are compared by cosine similarity, which ranks
+    like the Euclidean distance between L2-normalised vectors, as in the
+    paper. Every attribute is treated as discrete: bin continuous ones (age)
+    first. With ``prototypes="learned"`` a combination without training ECGs
+    still gets a prototype, shaped by the soft weights and the regulariser;
+    with ``prototypes="mean"`` it cannot, and it is left out with a warning.
+
+    References
+    ----------
+    D. Kiyasseh, T. Zhu and D. A. Clifton, "CROCS: Clustering and Retrieval of
+    Cardiac Signals Based on Patient Disease Class, Sex, and Age", NeurIPS 2021.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> from sklearn_crocs import CROCSClusterer
+    >>> rng = np.random.RandomState(0)
+    >>> y = pd.DataFrame({"rhythm": rng.choice(["AFIB", "SR"], 60),
+    ...                   "sex": rng.choice(["F", "M"], 60)})
+    >>> freq = np.where(y["rhythm"] == "SR", 1.0, 2.5)[:, None]
+    >>> X = np.sin(freq * np.linspace(0, 20, 500)) + 0.3 * rng.randn(60, 500)
+    >>> model = CROCSClusterer(embedding_dim=16, max_epochs=5, lr=1e-3,
+    ...                        validation_fraction=None, random_state=0).fit(X, y)
+    >>> model.prototypes_.shape
+    (4, 16)
+    >>> model.prototype_attributes_
+    array([['AFIB', 'F'],
+           ['AFIB', 'M'],
+           ['SR', 'F'],
+           ['SR', 'M']], dtype=object)
+    >>> model.predict(X[:3]).columns.tolist()
+    ['rhythm', 'sex']
+    >>> model.transform(X[:3]).shape
+    (3, 16)
+    """
+
+    _parameter_constraints: dict = {
+        "encoder": [StrOptions(set(_ENCODERS)), type],
+        "encoder_params": [dict, None],
+        "embedding_dim": [Interval(Integral, 1, None, closed="left")],
+        "tau_s": [Interval(Real, 0, None, closed="neither")],
+        "tau_w": [Interval(Real, 0, None, closed="neither"), Options(Real, {math.inf})],
+        "beta": [Interval(Real, 0, None, closed="left")],
+        "loss": [StrOptions({"soft", "hard"})],
+        "prototypes": [StrOptions({"learned", "mean"})],
+        "class_attribute": [Interval(Integral, 0, None, closed="left"), str],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        encoder="cnn",
+        encoder_params=None,
+        embedding_dim=128,
+        tau_s=0.1,
+        tau_w=1.0,
+        beta=0.2,
+        loss="soft",
+        prototypes="learned",
+        class_attribute=0,
+        max_epochs=100,
+        batch_size=256,
+        lr=1e-4,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        device="cpu",
+        random_state=None,
+        verbose=0,
+    ):
+        self.encoder = encoder
+        self.encoder_params = encoder_params
+        self.embedding_dim = embedding_dim
+        self.tau_s = tau_s
+        self.tau_w = tau_w
+        self.beta = beta
+        self.loss = loss
+        self.prototypes = prototypes
+        self.class_attribute = class_attribute
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ input
+    def _validate_signals(self, X, *, reset):
+        """Return X as a C-contiguous float32 array of shape (n, n_leads, n_timepoints)."""
+        if not hasattr(X, "ndim"):
+            X = np.asarray(X)
+        if X.ndim > 3:
+            raise ValueError(
+                "Expected X of shape (n_samples, n_timepoints) or (n_samples, "
+                f"n_leads, n_timepoints); got an array with {X.ndim} dimensions "
+                f"and shape {X.shape}."
+            )
+        ndim = X.ndim
+        shape = tuple(X.shape[1:]) if ndim == 3 else (1, *X.shape[1:])
+        # Two 2-D inputs are compared by validate_data (scikit-learn's message);
+        # any 3-D side is compared here by leads and length.
+        if not reset and ndim >= 2 and (ndim == 3 or self._fit_ndim == 3):
+            if shape != self.input_shape_:
+                raise ValueError(
+                    f"X has {shape[0]} lead(s) of {shape[1]} samples, but "
+                    f"{type(self).__name__} was fitted on {self.input_shape_[0]} "
+                    f"lead(s) of {self.input_shape_[1]} samples."
+                )
+        if ndim == 3:
+            X = X.reshape(X.shape[0], -1)
+        X = validate_data(
+            self,
+            X,
+            reset=reset,
+            dtype=np.float32,
+            order="C",
+            ensure_min_samples=2 if reset else 1,
+        )
+        if reset:
+            self.input_shape_ = shape
+            self._fit_ndim = ndim
+        return X.reshape(X.shape[0], *self.input_shape_)
+
+    def _attribute_frame(self, y, n_samples, *, reset):
+        """Return y as a DataFrame with one column per attribute."""
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y "
+                "is None. Pass the attributes of each ECG: an array of shape "
+                "(n_samples,) or (n_samples, n_attributes), or a DataFrame."
+            )
+        if isinstance(y, pd.DataFrame):
+            frame, kind = y.reset_index(drop=True), "frame"
+            frame.columns = [str(c) for c in frame.columns]
+        elif isinstance(y, pd.Series):
+            name = "attribute_0" if y.name is None else str(y.name)
+            frame, kind = y.reset_index(drop=True).to_frame(name), "1d"
+        else:
+            y_arr = np.asarray(y)
+            if y_arr.ndim not in (1, 2) or (y_arr.ndim == 2 and y_arr.shape[1] == 0):
+                raise ValueError(
+                    "y must have shape (n_samples,) or (n_samples, n_attributes); "
+                    f"got shape {y_arr.shape}."
+                )
+            kind = "1d" if y_arr.ndim == 1 else "2d"
+            y_arr = y_arr.reshape(len(y_arr), -1)
+            names = [f"attribute_{i}" for i in range(y_arr.shape[1])]
+            if not reset and len(names) == len(self.attribute_names_):
+                names = self.attribute_names_
+            frame = pd.DataFrame(
+                {name: y_arr[:, i] for i, name in enumerate(names)}
+            )
+        if len(frame) != n_samples:
+            check_consistent_length(np.empty(n_samples), frame)
+        missing = frame.isna().sum()
+        if missing.any():
+            bad = ", ".join(f"{k!r} ({v})" for k, v in missing[missing > 0].items())
+            raise ValueError(
+                f"y contains missing values (NaN or None) in attribute(s) {bad}. "
+                "Remove those ECGs or fill in the attributes."
+            )
+        if not reset:
+            if list(frame.columns) != self.attribute_names_:
+                raise ValueError(
+                    f"y has attributes {list(frame.columns)}, but "
+                    f"{type(self).__name__} was fitted on {self.attribute_names_}."
+                )
+        return frame, kind
+
+    def _encode_attributes(self, frame):
+        """Integer codes of shape (n_samples, n_attributes) for a fitted model."""
+        try:
+            return self._attribute_encoder.transform(frame).astype(np.int64)
+        except ValueError as exc:
+            for name, cats in zip(self.attribute_names_, self.categories_):
+                unknown = sorted(set(frame[name]) - set(cats), key=str)
+                if unknown:
+                    raise ValueError(
+                        f"Attribute {name!r} has values {unknown} that were not "
+                        f"seen in fit; known values: {list(cats)}."
+                    ) from exc
+            raise
+
+    def _fit_attributes(self, y, n_samples):
+        """Learn the attribute categories; return each sample's combination index."""
+        frame, self._y_kind = self._attribute_frame(y, n_samples, reset=True)
+        self.attribute_names_ = list(frame.columns)
+        encoder = OrdinalEncoder(dtype=np.int64)
+        try:
+            codes = encoder.fit_transform(frame).astype(np.int64)
+        except TypeError as exc:
+            raise TypeError(
+                "Each attribute in y must hold values of one type (all strings or "
+                f"all numbers): {exc}"
+            ) from exc
+        self._attribute_encoder = encoder
+        self.categories_ = list(encoder.categories_)
+        for name, cats in zip(self.attribute_names_, self.categories_):
+            if len(cats) < 2:
+                raise ValueError(
+                    f"Attribute {name!r} takes the single value {cats[0]!r} in y; "
+                    "CROCS needs at least two values per attribute. Drop that "
+                    "attribute from y."
+                )
+        if isinstance(self.class_attribute, str):
+            if self.class_attribute not in self.attribute_names_:
+                raise ValueError(
+                    f"class_attribute={self.class_attribute!r} is not an attribute "
+                    f"of y; attributes: {self.attribute_names_}."
+                )
+            self._class_index = self.attribute_names_.index(self.class_attribute)
+        else:
+            if self.class_attribute >= len(self.attribute_names_):
+                raise ValueError(
+                    f"class_attribute={self.class_attribute} but y has only "
+                    f"{len(self.attribute_names_)} attribute(s)."
+                )
+            self._class_index = int(self.class_attribute)
+
+        dims = tuple(len(c) for c in self.categories_)
+        n_prototypes = math.prod(dims)
+        if n_prototypes > _MAX_PROTOTYPES:
+            raise ValueError(
+                f"y has {n_prototypes} attribute combinations ({' x '.join(map(str, dims))}"
+                f" values for {self.attribute_names_}), more than {_MAX_PROTOTYPES}. "
+                "Bin continuous attributes such as age into a few groups first."
+            )
+        self._combinations = np.indices(dims).reshape(len(dims), -1).T
+        self._all_prototype_attributes = self._decode(self._combinations)
+        return np.ravel_multi_index(codes.T, dims)
+
+    def _decode(self, codes):
+        """Attribute values (n, n_attributes) for integer codes (n, n_attributes)."""
+        columns = [cats[codes[:, i]] for i, cats in enumerate(self.categories_)]
+        dtypes = {c.dtype for c in columns}
+        dtype = dtypes.pop() if len(dtypes) == 1 else object
+        out = np.empty((len(codes), len(columns)), dtype=dtype)
+        for i, column in enumerate(columns):
+            out[:, i] = column
+        return out
+
+    def _format_attributes(self, values):
+        """Return attribute values (n, n_attributes) in the layout y was given in."""
+        if self._y_kind == "1d":
+            return values[:, 0]
+        if self._y_kind == "frame":
+            return pd.DataFrame(
+                {
+                    name: pd.Series(values[:, i]).astype(self.categories_[i].dtype)
+                    for i, name in enumerate(self.attribute_names_)
+                }
+            )
+        return values
+
+    # ---------------------------------------------------------------- fitting
+    def _build_net(self, n_leads, n_timepoints, seed, valid_dataset):
+        if isinstance(self.encoder, str):
+            encoder = _ENCODERS[self.encoder]
+        elif issubclass(self.encoder, nn.Module):
+            encoder = self.encoder
+        else:
+            raise TypeError(
+                "encoder must be 'cnn', 'resnet' or a torch.nn.Module subclass; "
+                f"got the class {self.encoder.__name__}."
+            )
+        encoder_params = {
+            f"module__{k}": v for k, v in (self.encoder_params or {}).items()
+        }
+        callbacks = [
+            ("train_nce", PassthroughScoring("train_nce", on_train=True)),
+            ("train_reg", PassthroughScoring("train_reg", on_train=True)),
+        ]
+        if valid_dataset is not None:
+            callbacks += [
+                ("valid_nce", PassthroughScoring("valid_nce")),
+                ("valid_reg", PassthroughScoring("valid_reg")),
+                (
+                    "early_stopping",
+                    EarlyStopping(
+                        monitor="valid_loss",
+                        patience=self.n_iter_no_change,
+                        threshold=1e-4,
+                        threshold_mode="rel",
+                        sink=print if self.verbose else _silent,
+                    ),
+                ),
+                ("keep_best", _KeepBestState()),
+            ]
+        return CROCSNet(
+            module=encoder,
+            module__in_channels=n_leads,
+            module__n_timepoints=n_timepoints,
+            module__embedding_dim=self.embedding_dim,
+            **encoder_params,
+            criterion=CROCSLoss,
+            criterion__combinations=self._combinations,
+            criterion__embedding_dim=self.embedding_dim,
+            criterion__class_attribute=self._class_index,
+            criterion__tau_s=self.tau_s,
+            criterion__tau_w=self.tau_w,
+            criterion__beta=self.beta,
+            criterion__loss=self.loss,
+            optimizer=torch.optim.Adam,
+            lr=self.lr,
+            max_epochs=self.max_epochs,
+            batch_size=self.batch_size,
+            dataset=ArrayDataset,
+            train_split=None if valid_dataset is None else predefined_split(valid_dataset),
+            callbacks=callbacks,
+            device=self.device,
+            verbose=self.verbose,
+            shuffle_seed=seed,
+        )
+
+    def _split(self, n_samples, groups, seed):
+        """Train and validation indices, keeping each group on one side."""
+        if self.validation_fraction is None:
+            return np.arange(n_samples), None
+        if groups is None:
+            groups = np.arange(n_samples)
+        n_groups = len(np.unique(groups))
+        n_valid = math.ceil(self.validation_fraction * n_groups)
+        if n_groups - n_valid < 1 or n_groups < 2:
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction} leaves no training "
+                f"group among the {n_groups} group(s) in the data. Pass more data or "
+                "set validation_fraction=None to train without early stopping."
+            )
+        splitter = GroupShuffleSplit(
+            n_splits=1, test_size=self.validation_fraction, random_state=seed
+        )
+        train, valid = next(splitter.split(np.empty(n_samples), groups=groups))
+        if len(train) < 2:
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction} leaves {len(train)} "
+                "training ECG; at least 2 are needed. Pass more data or set "
+                "validation_fraction=None."
+            )
+        return train, valid
+
+    def _fit(self, X, y, groups):
+        """Train encoder and prototypes; return the embeddings of X."""
+        X = self._validate_signals(X, reset=True)
+        n_samples = X.shape[0]
+        combination = self._fit_attributes(y, n_samples)
+        if groups is not None:
+            groups = np.asarray(groups)
+            check_consistent_length(X, groups)
+
+        if self.random_state is None:
+            seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+        else:
+            seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+        train, valid = self._split(n_samples, groups, seed)
+        valid_dataset = None
+        if valid is not None:
+            valid_dataset = ArrayDataset(X[valid], combination[valid])
+
+        device = torch.device(self.device)
+        fork_devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=fork_devices):
+            torch.manual_seed(seed)
+            net = self._build_net(*self.input_shape_, seed, valid_dataset)
+            if valid is None:
+                net.fit(X, combination)
+            else:
+                net.fit(X[train], combination[train])
+        self.net_ = net
+        self.n_iter_ = len(net.history)
+
+        embeddings = self._embed(X)
+        learned = F.normalize(net.criterion_.prototypes.detach().float(), dim=1)
+        self._learned_prototypes = learned.cpu().numpy()
+        counts = np.bincount(combination, minlength=len(self._combinations))
+        sums = torch.zeros(len(counts), embeddings.shape[1]).index_add_(
+            0, torch.from_numpy(combination), torch.from_numpy(embeddings)
+        )
+        means = F.normalize(sums, dim=1).numpy()
+        means[counts == 0] = np.nan
+        self._mean_prototypes = means
+        self._prototype_counts = counts
+
+        if self.prototypes == "mean":
+            used = counts > 0
+            self.prototypes_ = self._mean_prototypes[used]
+        else:
+            used = np.ones(len(counts), dtype=bool)
+            self.prototypes_ = self._learned_prototypes
+        self.prototype_attributes_ = self._all_prototype_attributes[used]
+        self.prototype_counts_ = counts[used]
+        self._prototype_codes = self._combinations[used]
+        if self.prototypes == "mean" and (counts == 0).any():
+            missing = self._all_prototype_attributes[counts == 0]
+            listed = "; ".join(map(str, missing[:10].tolist()))
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            warnings.warn(
+                f"{len(missing)} of {len(counts)} attribute combinations of "
+                f"{self.attribute_names_} have no training ECG, so prototypes='mean' "
+                f"(TP CROCS) has no prototype for them: {listed}{more}. They are "
+                "left out of prototypes_; prototypes='learned' covers them.",
+                UserWarning,
+                stacklevel=3,
+            )
+        self.labels_ = _nearest(embeddings, self.prototypes_)
+        return embeddings
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, groups=None):
+        """Learn the encoder and one prototype per attribute combination.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals (one lead, or several leads channel-first).
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            Discrete attributes of each ECG, for example class, sex and age
+            group. Values may be of any hashable type; the columns of a
+            DataFrame name the attributes.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG. The internal validation split keeps all ECGs
+            of a patient on the same side.
+
+        Returns
+        -------
+        self : CROCSClusterer
+            The fitted estimator.
+        """
+        self._fit(X, y, groups)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y, groups=None):
+        """Fit and return the L2-normalised embeddings of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            Discrete attributes of each ECG.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG, for the internal validation split.
+
+        Returns
+        -------
+        embeddings : ndarray of shape (n_samples, embedding_dim)
+            Same as ``fit(X, y).transform(X)``.
+        """
+        return self._fit(X, y, groups)
+
+    def fit_predict(self, X, y, groups=None):
+        """Fit and return the attributes of the nearest prototype of each ECG in X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            Discrete attributes of each ECG.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG, for the internal validation split.
+
+        Returns
+        -------
+        attributes : ndarray or DataFrame
+            Same as ``fit(X, y).predict(X)``.
+        """
+        self.fit(X, y, groups)
+        return self._format_attributes(self.prototype_attributes_[self.labels_])
+
+    # -------------------------------------------------------------- inference
+    def _embed(self, X):
+        """L2-normalised embeddings of validated signals, as float32 ndarray."""
+        out = self.net_.forward(ArrayDataset(X), training=False, device="cpu")
+        return F.normalize(out.float(), dim=1).numpy()
+
+    def get_prototypes(self, kind=None):
+        """Return the learned (CP CROCS) or mean (TP CROCS) prototypes.
+
+        Parameters
+        ----------
+        kind : {"learned", "mean"}, default=None
+            Which set; ``None`` means the one chosen by the ``prototypes``
+            parameter. ``"mean"`` leaves out combinations without training ECGs.
+
+        Returns
+        -------
+        prototypes : ndarray of shape (n_prototypes, embedding_dim)
+            L2-normalised prototypes.
+        attributes : ndarray of shape (n_prototypes, n_attributes)
+            Attribute values of each prototype.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_crocs import CROCSClusterer
+        >>> rng = np.random.RandomState(0)
+        >>> X, y = rng.randn(40, 400), np.repeat([0, 1], 20)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> prototypes, attributes = model.get_prototypes("mean")
+        >>> prototypes.shape, attributes.ravel().tolist()
+        ((2, 8), [0, 1])
+        """
+        check_is_fitted(self, "net_")
+        kind = self.prototypes if kind is None else kind
+        if kind == "learned":
+            return self._learned_prototypes, self._all_prototype_attributes
+        if kind == "mean":
+            seen = self._prototype_counts > 0
+            return self._mean_prototypes[seen], self._all_prototype_attributes[seen]
+        raise ValueError(f"kind must be 'learned', 'mean' or None; got {kind!r}.")
+
+    def transform(self, X):
+        """Embed ECGs: L2-normalised encoder outputs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals with the lead count and length seen in ``fit``.
+
+        Returns
+        -------
+        embeddings : ndarray of shape (n_samples, embedding_dim), dtype float32
+            Unit-norm embeddings, comparable with ``prototypes_``.
+        """
+        check_is_fitted(self, "net_")
+        return self._embed(self._validate_signals(X, reset=False))
+
+    def predict_proba(self, X):
+        """Softmax over prototype similarities ``cos(v, p) / tau_s``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_prototypes)
+            Column ``j`` belongs to row ``j`` of ``prototype_attributes_``.
+        """
+        logits = torch.from_numpy(self.transform(X) @ self.prototypes_.T)
+        return torch.softmax(logits / self.tau_s, dim=1).numpy()
+
+    def predict(self, X):
+        """Attributes of the nearest prototype of each ECG.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+
+        Returns
+        -------
+        attributes : ndarray of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            In the layout of the ``y`` passed to ``fit``: 1-D for 1-D ``y``, a
+            DataFrame with the same columns for a DataFrame ``y``.
+        """
+        nearest = _nearest(self.transform(X), self.prototypes_)
+        return self._format_attributes(self.prototype_attributes_[nearest])
+
+    def score(self, X, y):
+        """Mean over attributes of the accuracy of :meth:`predict`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            True attributes, in the layout used in ``fit``; every value must
+            have been seen in ``fit``.
+
+        Returns
+        -------
+        score : float
+            Mean per-attribute accuracy.
+        """
+        check_is_fitted(self, "net_")
+        X = self._validate_signals(X, reset=False)
+        frame, _ = self._attribute_frame(y, X.shape[0], reset=False)
+        true = self._encode_attributes(frame)
+        predicted = self._prototype_codes[_nearest(self._embed(X), self.prototypes_)]
+        return float(np.mean(true == predicted))
+
+    @property
+    def _n_features_out(self):
+        return self.embedding_dim
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.target_tags.required = True
+        tags.target_tags.multi_output = True
+        tags.transformer_tags.preserves_dtype = ["float32"]
+        return tags
+
+
+def _silent(*args, **kwargs):
+    """Sink for callbacks when ``verbose=0``."""

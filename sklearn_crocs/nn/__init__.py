@@ -1,0 +1,14 @@
+"""PyTorch building blocks of CROCS: the loss with its prototypes, encoders and the skorch net."""
+
+from ._encoders import CNNEncoder, ResNet1dEncoder
+from ._loss import CROCSLoss, attribute_weight_table
+from ._net import ArrayDataset, CROCSNet
+
+__all__ = [
+    "ArrayDataset",
+    "CNNEncoder",
+    "CROCSLoss",
+    "CROCSNet",
+    "ResNet1dEncoder",
+    "attribute_weight_table",
+]

@@ -1,0 +1,255 @@
+"""ECG encoders: the CROCS paper's small CNN and a 1-D ResNet18 with one block per stage.
+
+Every encoder follows one constructor contract so that
+:class:`~sklearn_crocs.CROCSClusterer` can build it from the shape of the
+training data::
+
+    Encoder(in_channels, n_timepoints, embedding_dim, **encoder_params)
+
+and maps a batch of shape ``(batch, in_channels, n_timepoints)`` to
+``(batch, embedding_dim)``. Users may pass their own ``nn.Module`` subclass
+with the same contract.
+"""
+
+from torch import nn
+
+__all__ = ["CNNEncoder", "ResNet1dEncoder"]
+
+
+def _conv_output_length(length, kernel_size, stride=1, padding=0):
+    """Output length of a Conv1d/MaxPool1d (dilation 1, floor mode)."""
+    return (length + 2 * padding - kernel_size) // stride + 1
+
+
+def _output_length(length, steps):
+    """Length after a sequence of ``(kernel, stride, padding)`` steps, or 0 if too short."""
+    for kernel_size, stride, padding in steps:
+        length = _conv_output_length(length, kernel_size, stride, padding)
+        if length < 1:
+            return 0
+    return length
+
+
+def _min_input_length(steps, limit=10**7):
+    """Smallest input length for which every step yields at least one sample."""
+    low, high = 1, 1
+    while _output_length(high, steps) < 1:
+        high *= 2
+        if high > limit:  # pragma: no cover - only for absurd parameters
+            raise ValueError("The encoder parameters admit no input length.")
+    while low < high:  # the output length is non-decreasing in the input length
+        mid = (low + high) // 2
+        if _output_length(mid, steps) >= 1:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _check_length(encoder_name, n_timepoints, steps, hint):
+    minimum = _min_input_length(steps)
+    if n_timepoints < minimum:
+        raise ValueError(
+            f"{encoder_name} needs at least {minimum} time points per lead "
+            f"with these parameters; got {n_timepoints}. Use longer frames or {hint}."
+        )
+    return _output_length(n_timepoints, steps)
+
+
+class CNNEncoder(nn.Module):
+    """The CROCS paper's 1-D CNN (Appendix B, Table 5), for any lead count and length.
+
+    Three stages of ``Conv1d(kernel_size, stride) -> BatchNorm1d -> ReLU ->
+    MaxPool1d(pool_size) -> Dropout(dropout)`` with ``channels`` output
+    channels, then ``Linear -> ReLU`` to ``embedding_dim``. The input size of
+    the linear layer is derived from ``n_timepoints`` (320 for the paper's
+    2500-sample single-lead frames).
+
+    Parameters
+    ----------
+    in_channels : int
+        Number of leads.
+    n_timepoints : int
+        Samples per lead; must be at least the minimum length that the
+        kernels, strides and pools allow (388 with the defaults).
+    embedding_dim : int
+        Output dimension.
+    channels : tuple of int, default=(4, 16, 32)
+        Output channels of the convolutional stages.
+    kernel_size : int, default=7
+        Kernel size of every convolution.
+    stride : int, default=3
+        Stride of every convolution.
+    pool_size : int, default=2
+        Kernel and stride of every max-pooling step.
+    dropout : float, default=0.1
+        Dropout probability after every stage.
+
+    Attributes
+    ----------
+    features : torch.nn.Sequential
+        The convolutional stages.
+    head : torch.nn.Sequential
+        ``Flatten -> Linear -> ReLU``.
+    n_flat_features : int
+        Input size of the linear layer.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_crocs.nn import CNNEncoder
+    >>> encoder = CNNEncoder(in_channels=1, n_timepoints=2500, embedding_dim=128)
+    >>> encoder.n_flat_features
+    320
+    >>> encoder(torch.zeros(2, 1, 2500)).shape
+    torch.Size([2, 128])
+    """
+
+    def __init__(
+        self,
+        in_channels,
+        n_timepoints,
+        embedding_dim,
+        *,
+        channels=(4, 16, 32),
+        kernel_size=7,
+        stride=3,
+        pool_size=2,
+        dropout=0.1,
+    ):
+        super().__init__()
+        channels = tuple(channels)
+        steps = [(kernel_size, stride, 0), (pool_size, pool_size, 0)] * len(channels)
+        length = _check_length(
+            type(self).__name__,
+            n_timepoints,
+            steps,
+            "smaller kernel_size, stride or pool_size in encoder_params",
+        )
+        layers = []
+        for c_in, c_out in zip((in_channels, *channels[:-1]), channels):
+            layers += [
+                nn.Conv1d(c_in, c_out, kernel_size, stride=stride),
+                nn.BatchNorm1d(c_out),
+                nn.ReLU(),
+                nn.MaxPool1d(pool_size),
+                nn.Dropout(dropout),
+            ]
+        self.features = nn.Sequential(*layers)
+        self.n_flat_features = channels[-1] * length
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Linear(self.n_flat_features, embedding_dim), nn.ReLU()
+        )
+
+    def forward(self, x):
+        """Embed a batch of shape (batch, in_channels, n_timepoints)."""
+        return self.head(self.features(x))
+
+
+class _BasicBlock1d(nn.Module):
+    """ResNet basic block: two convolutions with batch norm and a shortcut."""
+
+    def __init__(self, c_in, c_out, kernel_size, stride):
+        super().__init__()
+        padding = kernel_size // 2
+        self.conv1 = nn.Conv1d(
+            c_in, c_out, kernel_size, stride=stride, padding=padding, bias=False
+        )
+        self.bn1 = nn.BatchNorm1d(c_out)
+        self.conv2 = nn.Conv1d(c_out, c_out, kernel_size, padding=padding, bias=False)
+        self.bn2 = nn.BatchNorm1d(c_out)
+        self.relu = nn.ReLU()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(
+                nn.Conv1d(c_in, c_out, 1, stride=stride, bias=False),
+                nn.BatchNorm1d(c_out),
+            )
+        else:
+            self.shortcut = nn.Identity()
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + self.shortcut(x))
+
+
+class ResNet1dEncoder(nn.Module):
+    """1-D ResNet18 with one basic block per stage (the paper's PTB-XL encoder).
+
+    A stem ``Conv1d(stem_kernel_size, stride 2) -> BatchNorm -> ReLU ->
+    MaxPool1d(3, stride 2)`` is followed by one residual basic block per
+    entry of ``channels`` (stride 2 from the second stage on), global average
+    pooling over time and a linear layer to ``embedding_dim``. Halving the
+    blocks of ResNet18 roughly halves its parameters, as in the paper.
+
+    Parameters
+    ----------
+    in_channels : int
+        Number of leads.
+    n_timepoints : int
+        Samples per lead (at least 33 with the defaults).
+    embedding_dim : int
+        Output dimension.
+    channels : tuple of int, default=(64, 128, 256, 512)
+        Width of each stage.
+    stem_kernel_size : int, default=7
+        Kernel size of the stem convolution.
+    kernel_size : int, default=3
+        Kernel size of the convolutions in the residual blocks (odd).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_crocs.nn import ResNet1dEncoder
+    >>> encoder = ResNet1dEncoder(in_channels=12, n_timepoints=2500, embedding_dim=256)
+    >>> encoder(torch.zeros(2, 12, 2500)).shape
+    torch.Size([2, 256])
+    """
+
+    def __init__(
+        self,
+        in_channels,
+        n_timepoints,
+        embedding_dim,
+        *,
+        channels=(64, 128, 256, 512),
+        stem_kernel_size=7,
+        kernel_size=3,
+    ):
+        super().__init__()
+        channels = tuple(channels)
+        if kernel_size % 2 != 1:
+            raise ValueError(f"kernel_size must be odd; got {kernel_size}.")
+        block = (kernel_size, 2, kernel_size // 2)
+        steps = [(stem_kernel_size, 2, stem_kernel_size // 2), (3, 2, 1)]
+        steps += [block] * (len(channels) - 1)
+        _check_length(
+            type(self).__name__,
+            n_timepoints,
+            steps,
+            "fewer stages in encoder_params['channels']",
+        )
+        self.stem = nn.Sequential(
+            nn.Conv1d(
+                in_channels,
+                channels[0],
+                stem_kernel_size,
+                stride=2,
+                padding=stem_kernel_size // 2,
+                bias=False,
+            ),
+            nn.BatchNorm1d(channels[0]),
+            nn.ReLU(),
+            nn.MaxPool1d(3, stride=2, padding=1),
+        )
+        blocks = [_BasicBlock1d(channels[0], channels[0], kernel_size, 1)]
+        for c_in, c_out in zip(channels[:-1], channels[1:]):
+            blocks.append(_BasicBlock1d(c_in, c_out, kernel_size, 2))
+        self.blocks = nn.Sequential(*blocks)
+        self.head = nn.Sequential(
+            nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(channels[-1], embedding_dim)
+        )
+
+    def forward(self, x):
+        """Embed a batch of shape (batch, in_channels, n_timepoints)."""
+        return self.head(self.blocks(self.stem(x)))

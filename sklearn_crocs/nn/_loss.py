@@ -1,0 +1,259 @@
+"""The CROCS objective: NCE-hard, NCE-soft and the prototype arrangement regulariser."""
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["CROCSLoss", "attribute_weight_table"]
+
+
+def _as_combinations(combinations):
+    combinations = np.asarray(combinations)
+    if combinations.ndim != 2 or combinations.shape[0] == 0:
+        raise ValueError(
+            "combinations must be a non-empty 2-D array of shape "
+            f"(n_prototypes, n_attributes); got shape {combinations.shape}."
+        )
+    return combinations
+
+
+def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
+    """Soft-assignment weights ``w[i, j]`` between attribute combinations.
+
+    For an ECG with attribute combination ``A_i`` and a prototype with ``A_j``,
+    ``q(A_i, A_j) = (number of equal attributes) / tau_w`` and (CROCS, Eq. 2)::
+
+        w[i, j] = exp(q_ij) / sum_{l: class_l == class_i} exp(q_il)  if class_j == class_i
+        w[i, j] = 0                                                   otherwise
+
+    The weights depend only on the two combinations, so the whole table is
+    computed once per fit rather than per mini-batch.
+
+    Parameters
+    ----------
+    combinations : array-like of shape (n_prototypes, n_attributes)
+        Attribute combination of each prototype (any comparable codes).
+    class_attribute : int, default=0
+        Column of ``combinations`` that holds the class attribute.
+    tau_w : float, default=1.0
+        Temperature of the weights. ``math.inf`` gives uniform weights over the
+        prototypes of the same class.
+
+    Returns
+    -------
+    weights : ndarray of shape (n_prototypes, n_prototypes), dtype float64
+        Row ``i`` is the target distribution of an ECG whose attributes are
+        ``combinations[i]``; each row sums to one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_crocs.nn import attribute_weight_table
+    >>> combos = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
+    >>> attribute_weight_table(combos, tau_w=1.0).round(3)
+    array([[0.731, 0.269, 0.   , 0.   ],
+           [0.269, 0.731, 0.   , 0.   ],
+           [0.   , 0.   , 0.731, 0.269],
+           [0.   , 0.   , 0.269, 0.731]])
+    """
+    combinations = _as_combinations(combinations)
+    if not tau_w > 0:
+        raise ValueError(f"tau_w must be positive (or math.inf); got {tau_w!r}.")
+    n_equal = (combinations[:, None, :] == combinations[None, :, :]).sum(axis=-1)
+    same_class = (
+        combinations[:, None, class_attribute] == combinations[None, :, class_attribute]
+    )
+    q = np.zeros(n_equal.shape) if math.isinf(tau_w) else n_equal / tau_w
+    q = np.where(same_class, q, -np.inf)
+    q -= q.max(axis=1, keepdims=True)  # stable softmax; the diagonal is finite
+    weights = np.exp(q)
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+class CROCSLoss(nn.Module):
+    """CROCS contrastive loss that owns the clinical prototypes.
+
+    The prototypes are an :class:`torch.nn.Parameter` of shape
+    ``(n_prototypes, embedding_dim)``, one per attribute combination, so that
+    a skorch net using this module as its criterion optimises them together
+    with the encoder. With ``s(v, p) = cos(v, p) / tau_s`` and ``B`` the batch
+    size, the loss is
+
+    - ``loss="hard"``: ``-1/B sum_i log softmax_k s(v_i, p_k)`` at the prototype
+      of the ECG's own combination (NCE-hard, Eq. 1);
+    - ``loss="soft"``: ``-1/B sum_i sum_j w_ij log softmax_j s(v_i, p_j)`` with
+      the weights of :func:`attribute_weight_table` (NCE-soft, Eq. 2);
+
+    plus, when ``beta > 0``, the arrangement regulariser over ordered pairs of
+    prototypes of the same class (Eq. 3)::
+
+        L_reg = sum_{j, k: class_j == class_k} (||p_j - p_k|| - beta * Hamming(A_j, A_k))^2
+
+    with L2-normalised prototypes. Log-softmax is evaluated stably in the
+    dtype of the inputs (float32 or float64).
+
+    Parameters
+    ----------
+    combinations : array-like of shape (n_prototypes, n_attributes)
+        Attribute combination (integer codes or any comparable values) of each
+        prototype. Targets passed to :meth:`forward` index its rows.
+    embedding_dim : int
+        Dimension of the embeddings and prototypes.
+    class_attribute : int, default=0
+        Column of ``combinations`` that holds the class attribute.
+    tau_s : float, default=0.1
+        Temperature of the cosine similarity.
+    tau_w : float, default=1.0
+        Temperature of the soft weights; ``math.inf`` for uniform same-class
+        weights. Ignored for ``loss="hard"``.
+    beta : float, default=0.2
+        Desired distance per attribute mismatch in the regulariser; ``0``
+        disables the regulariser.
+    loss : {"soft", "hard"}, default="soft"
+        Assignment of ECGs to prototypes.
+    prototype_init : array-like of shape (n_prototypes, embedding_dim), default=None
+        Initial prototypes. By default, unit vectors in uniformly random
+        directions drawn with torch's current random state (only directions
+        matter to the loss, and unit length keeps Adam's steps meaningful
+        relative to the prototypes' size). A floating-point
+        ``prototype_init`` also sets the dtype of the parameter and buffers
+        (e.g. float64 for gradient checks); otherwise torch's default dtype.
+
+    Attributes
+    ----------
+    prototypes : torch.nn.Parameter of shape (n_prototypes, embedding_dim)
+        The learnable clinical prototypes (used after L2 normalisation).
+    weights : torch.Tensor of shape (n_prototypes, n_prototypes)
+        Buffer with the soft-assignment table (identity for ``loss="hard"``).
+    hamming : torch.Tensor of shape (n_prototypes, n_prototypes)
+        Buffer with ``beta`` times the Hamming distances between combinations.
+    same_class : torch.Tensor of shape (n_prototypes, n_prototypes)
+        Boolean buffer, True where two prototypes share the class attribute.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_crocs.nn import CROCSLoss
+    >>> _ = torch.manual_seed(0)
+    >>> combos = [[0, 0], [0, 1], [1, 0], [1, 1]]
+    >>> criterion = CROCSLoss(combos, embedding_dim=8)
+    >>> embeddings = torch.randn(5, 8)
+    >>> targets = torch.tensor([0, 1, 2, 3, 0])
+    >>> loss = criterion(embeddings, targets)
+    >>> loss.shape, bool(loss > 0)
+    (torch.Size([]), True)
+    >>> nce, reg = criterion.loss_parts(embeddings, targets)
+    >>> torch.allclose(nce + reg, loss)
+    True
+    """
+
+    def __init__(
+        self,
+        combinations,
+        embedding_dim,
+        *,
+        class_attribute=0,
+        tau_s=0.1,
+        tau_w=1.0,
+        beta=0.2,
+        loss="soft",
+        prototype_init=None,
+    ):
+        super().__init__()
+        combinations = _as_combinations(combinations)
+        if loss not in ("soft", "hard"):
+            raise ValueError(f"loss must be 'soft' or 'hard'; got {loss!r}.")
+        if not tau_s > 0:
+            raise ValueError(f"tau_s must be positive; got {tau_s!r}.")
+        if beta < 0:
+            raise ValueError(f"beta must be non-negative; got {beta!r}.")
+        n_prototypes = combinations.shape[0]
+        self.tau_s = float(tau_s)
+        self.beta = float(beta)
+        self.loss = loss
+
+        if prototype_init is None:
+            init = F.normalize(torch.randn(n_prototypes, embedding_dim), dim=1)
+        else:
+            init = torch.as_tensor(prototype_init)
+            if not init.is_floating_point():
+                init = init.to(torch.get_default_dtype())
+            if init.shape != (n_prototypes, embedding_dim):
+                raise ValueError(
+                    f"prototype_init must have shape ({n_prototypes}, "
+                    f"{embedding_dim}); got {tuple(init.shape)}."
+                )
+        self.prototypes = nn.Parameter(init.clone())
+
+        if loss == "hard":
+            weights = np.eye(n_prototypes)
+        else:
+            weights = attribute_weight_table(
+                combinations, class_attribute=class_attribute, tau_w=tau_w
+            )
+        mismatches = (combinations[:, None, :] != combinations[None, :, :]).sum(-1)
+        same_class = (
+            combinations[:, None, class_attribute]
+            == combinations[None, :, class_attribute]
+        )
+        dtype = init.dtype
+        self.register_buffer("weights", torch.as_tensor(weights, dtype=dtype))
+        self.register_buffer(
+            "hamming", torch.as_tensor(self.beta * mismatches, dtype=dtype)
+        )
+        self.register_buffer("same_class", torch.as_tensor(same_class))
+        # Pairs j < k of the same class: the regulariser sums over ordered pairs,
+        # which is twice the sum over these, and the diagonal contributes zero.
+        j, k = np.nonzero(np.triu(same_class, k=1))
+        self.register_buffer("_pair_j", torch.as_tensor(j, dtype=torch.long))
+        self.register_buffer("_pair_k", torch.as_tensor(k, dtype=torch.long))
+
+    @property
+    def n_prototypes(self):
+        """Number of prototypes."""
+        return self.prototypes.shape[0]
+
+    def logits(self, embeddings):
+        """Scaled cosine similarities ``s(v_i, p_j)``, shape (n_samples, n_prototypes)."""
+        v = F.normalize(embeddings, dim=1)
+        p = F.normalize(self.prototypes.to(v.dtype), dim=1)
+        return v @ p.T / self.tau_s
+
+    def regularization(self):
+        """Arrangement regulariser ``L_reg`` (zero when ``beta == 0``)."""
+        if self.beta == 0 or self._pair_j.numel() == 0:
+            return self.prototypes.new_zeros(())
+        p = F.normalize(self.prototypes, dim=1)
+        distance = torch.linalg.vector_norm(p[self._pair_j] - p[self._pair_k], dim=1)
+        target = self.hamming[self._pair_j, self._pair_k].to(p.dtype)
+        return 2.0 * torch.sum((distance - target) ** 2)
+
+    def loss_parts(self, embeddings, target):
+        """Return ``(nce, reg)``, the two terms of the total loss."""
+        logits = self.logits(embeddings)
+        if self.loss == "hard":
+            nce = F.cross_entropy(logits, target)
+        else:
+            nce = F.cross_entropy(logits, self.weights[target].to(logits.dtype))
+        return nce, self.regularization().to(nce.dtype)
+
+    def forward(self, embeddings, target):
+        """Total loss for a batch.
+
+        Parameters
+        ----------
+        embeddings : torch.Tensor of shape (batch_size, embedding_dim)
+            Encoder outputs (normalised inside).
+        target : torch.Tensor of shape (batch_size,), dtype long
+            Row of ``combinations`` that holds each ECG's attributes.
+
+        Returns
+        -------
+        loss : torch.Tensor
+            Scalar ``L_NCE + L_reg``.
+        """
+        nce, reg = self.loss_parts(embeddings, target)
+        return nce + reg

@@ -1,0 +1,172 @@
+"""The skorch net behind :class:`~sklearn_crocs.CROCSClusterer`.
+
+Training batches are sliced from one contiguous tensor (shuffled by a seeded
+permutation each epoch) instead of going through a per-sample
+``Dataset.__getitem__`` and a collate function, and inference runs under
+:func:`torch.inference_mode`.
+"""
+
+from copy import deepcopy
+
+import numpy as np
+import torch
+from skorch import NeuralNet
+from skorch.callbacks import Callback
+from torch.utils.data import Dataset
+
+__all__ = ["ArrayDataset", "CROCSNet"]
+
+
+class ArrayDataset(Dataset):
+    """Signals and prototype indices held as whole tensors.
+
+    Parameters
+    ----------
+    X : ndarray or torch.Tensor of shape (n_samples, n_leads, n_timepoints)
+        Signals. A C-contiguous float32 ndarray (or memmap) is wrapped without
+        a copy.
+    y : array-like of shape (n_samples,), default=None
+        Index of each sample's attribute combination.
+    """
+
+    def __init__(self, X, y=None):
+        self.X = torch.as_tensor(X)
+        self.y = None if y is None else torch.as_tensor(y, dtype=torch.long)
+        if self.y is not None and len(self.y) != len(self.X):
+            raise ValueError(
+                f"X and y have different lengths: {len(self.X)} and {len(self.y)}."
+            )
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return self.X[i], (self.y[i] if self.y is not None else torch.tensor(0))
+
+
+class _BatchIterator:
+    """Iterate over an :class:`ArrayDataset` in contiguous mini-batches.
+
+    With ``shuffle=True`` each pass draws a new permutation from
+    ``np.random.default_rng([seed, pass_index])`` and gathers the batches with
+    one ``index_select`` each. A trailing batch of a single sample is merged
+    into the previous one during training, because batch normalisation cannot
+    train on one sample; no sample is dropped.
+    """
+
+    def __init__(self, dataset, batch_size, *, shuffle=False, seed=0, pass_index=0):
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.pass_index = pass_index
+
+    def _bounds(self):
+        n = len(self.dataset)
+        starts = list(range(0, n, self.batch_size))
+        stops = starts[1:] + [n]
+        if self.shuffle and len(starts) > 1 and stops[-1] - starts[-1] == 1:
+            starts.pop()
+            stops.pop(-2)
+        return list(zip(starts, stops))
+
+    def __len__(self):
+        return len(self._bounds())
+
+    def __iter__(self):
+        X, y = self.dataset.X, self.dataset.y
+        order = None
+        if self.shuffle:
+            rng = np.random.default_rng([self.seed, self.pass_index])
+            order = torch.from_numpy(rng.permutation(len(X)))
+        for start, stop in self._bounds():
+            if order is None:
+                yield X[start:stop], (None if y is None else y[start:stop])
+            else:
+                idx = order[start:stop]
+                yield X.index_select(0, idx), (None if y is None else y[idx])
+
+
+class _KeepBestState(Callback):
+    """Restore the encoder *and* the prototypes of the epoch with the best valid loss.
+
+    skorch's ``EarlyStopping(load_best=True)`` restores only ``module_``; the
+    prototypes live in ``criterion_`` and must be restored with it.
+    """
+
+    def initialize(self):
+        self.best_state_ = None
+        self.best_epoch_ = None
+        return self
+
+    def on_epoch_end(self, net, **kwargs):
+        if net.history[-1].get("valid_loss_best"):
+            self.best_epoch_ = net.history[-1, "epoch"]
+            self.best_state_ = {
+                "module": deepcopy(net.module_.state_dict()),
+                "criterion": deepcopy(net.criterion_.state_dict()),
+            }
+
+    def on_train_end(self, net, **kwargs):
+        if self.best_state_ is not None:
+            if self.best_epoch_ != net.history[-1, "epoch"]:
+                net.module_.load_state_dict(self.best_state_["module"])
+                net.criterion_.load_state_dict(self.best_state_["criterion"])
+            self.best_state_ = None  # do not carry a second copy into pickles
+
+
+class CROCSNet(NeuralNet):
+    """skorch ``NeuralNet`` whose criterion is a :class:`~sklearn_crocs.nn.CROCSLoss`.
+
+    Differences from :class:`skorch.NeuralNet`:
+
+    - :meth:`get_loss` records the two parts of the loss (``*_nce`` and
+      ``*_reg``) in the history, so that they can be printed and plotted;
+    - :meth:`get_iterator` slices batches from contiguous tensors of an
+      :class:`ArrayDataset`, shuffled reproducibly from ``shuffle_seed``;
+    - inference runs under :func:`torch.inference_mode`.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Passed to :class:`skorch.NeuralNet`.
+    shuffle_seed : int, default=0
+        Seed of the per-epoch permutations.
+    predict_batch_size : int, default=None
+        Batch size for inference and validation; defaults to ``batch_size``.
+    """
+
+    def __init__(self, *args, shuffle_seed=0, predict_batch_size=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.shuffle_seed = shuffle_seed
+        self.predict_batch_size = predict_batch_size
+
+    def get_iterator(self, dataset, training=False):
+        if not isinstance(dataset, ArrayDataset):
+            return super().get_iterator(dataset, training=training)
+        if training:
+            return _BatchIterator(
+                dataset,
+                self.batch_size,
+                shuffle=True,
+                seed=self.shuffle_seed,
+                pass_index=len(self.history),
+            )
+        return _BatchIterator(dataset, self.predict_batch_size or self.batch_size)
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        y_true = y_true.to(y_pred.device)
+        nce, reg = self.criterion_.loss_parts(y_pred, y_true)
+        prefix = "train" if training else "valid"
+        self.history.record_batch(f"{prefix}_nce", nce.item())
+        self.history.record_batch(f"{prefix}_reg", reg.item())
+        return nce + reg
+
+    def evaluation_step(self, batch, training=False):
+        if training:
+            return super().evaluation_step(batch, training=True)
+        self.check_is_fitted()
+        Xi = batch[0]
+        with torch.inference_mode():
+            self._set_training(False)
+            return self.infer(Xi)
