@@ -311,9 +311,7 @@ class CROCSClusterer(
             names = [f"attribute_{i}" for i in range(y_arr.shape[1])]
             if not reset and len(names) == len(self.attribute_names_):
                 names = self.attribute_names_
-            frame = pd.DataFrame(
-                {name: y_arr[:, i] for i, name in enumerate(names)}
-            )
+            frame = pd.DataFrame({name: y_arr[:, i] for i, name in enumerate(names)})
         if len(frame) != n_samples:
             check_consistent_length(np.empty(n_samples), frame)
         missing = frame.isna().sum()
@@ -427,9 +425,7 @@ class CROCSClusterer(
                 "encoder must be 'cnn', 'resnet' or a torch.nn.Module subclass; "
                 f"got the class {self.encoder.__name__}."
             )
-        encoder_params = {
-            f"module__{k}": v for k, v in (self.encoder_params or {}).items()
-        }
+        encoder_params = {f"module__{k}": v for k, v in (self.encoder_params or {}).items()}
         callbacks = [
             ("train_nce", PassthroughScoring("train_nce", on_train=True)),
             ("train_reg", PassthroughScoring("train_reg", on_train=True)),

@@ -49,8 +49,6 @@ def _expected_failed_checks(estimator):
     }
 
 
-@parametrize_with_checks(
-    list(_fast_estimators()), expected_failed_checks=_expected_failed_checks
-)
+@parametrize_with_checks(list(_fast_estimators()), expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

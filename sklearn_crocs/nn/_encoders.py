@@ -152,9 +152,7 @@ class _BasicBlock1d(nn.Module):
     def __init__(self, c_in, c_out, kernel_size, stride):
         super().__init__()
         padding = kernel_size // 2
-        self.conv1 = nn.Conv1d(
-            c_in, c_out, kernel_size, stride=stride, padding=padding, bias=False
-        )
+        self.conv1 = nn.Conv1d(c_in, c_out, kernel_size, stride=stride, padding=padding, bias=False)
         self.bn1 = nn.BatchNorm1d(c_out)
         self.conv2 = nn.Conv1d(c_out, c_out, kernel_size, padding=padding, bias=False)
         self.bn2 = nn.BatchNorm1d(c_out)

@@ -63,9 +63,7 @@ def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
     if not tau_w > 0:
         raise ValueError(f"tau_w must be positive (or math.inf); got {tau_w!r}.")
     n_equal = (combinations[:, None, :] == combinations[None, :, :]).sum(axis=-1)
-    same_class = (
-        combinations[:, None, class_attribute] == combinations[None, :, class_attribute]
-    )
+    same_class = combinations[:, None, class_attribute] == combinations[None, :, class_attribute]
     q = np.zeros(n_equal.shape) if math.isinf(tau_w) else n_equal / tau_w
     q = np.where(same_class, q, -np.inf)
     q -= q.max(axis=1, keepdims=True)  # stable softmax; the diagonal is finite
@@ -196,14 +194,11 @@ class CROCSLoss(nn.Module):
             )
         mismatches = (combinations[:, None, :] != combinations[None, :, :]).sum(-1)
         same_class = (
-            combinations[:, None, class_attribute]
-            == combinations[None, :, class_attribute]
+            combinations[:, None, class_attribute] == combinations[None, :, class_attribute]
         )
         dtype = init.dtype
         self.register_buffer("weights", torch.as_tensor(weights, dtype=dtype))
-        self.register_buffer(
-            "hamming", torch.as_tensor(self.beta * mismatches, dtype=dtype)
-        )
+        self.register_buffer("hamming", torch.as_tensor(self.beta * mismatches, dtype=dtype))
         self.register_buffer("same_class", torch.as_tensor(same_class))
         # Pairs j < k of the same class: the regulariser sums over ordered pairs,
         # which is twice the sum over these, and the diagonal contributes zero.

@@ -33,9 +33,7 @@ class ArrayDataset(Dataset):
         self.X = torch.as_tensor(X)
         self.y = None if y is None else torch.as_tensor(y, dtype=torch.long)
         if self.y is not None and len(self.y) != len(self.X):
-            raise ValueError(
-                f"X and y have different lengths: {len(self.X)} and {len(self.y)}."
-            )
+            raise ValueError(f"X and y have different lengths: {len(self.X)} and {len(self.y)}.")
 
     def __len__(self):
         return len(self.X)
