@@ -1,0 +1,274 @@
+"""Shared helpers of the dataset loaders: data home, lead names, attribute parsing.
+
+Everything here is used by more than one loader; each helper lives here once.
+"""
+
+import contextlib
+import math
+import os
+import shutil
+import uuid
+import warnings
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: The twelve standard ECG leads in their conventional order and public spelling.
+STANDARD_LEADS = (
+    "I",
+    "II",
+    "III",
+    "aVR",
+    "aVL",
+    "aVF",
+    "V1",
+    "V2",
+    "V3",
+    "V4",
+    "V5",
+    "V6",
+)
+
+_LEAD_BY_LOWER = {name.lower(): name for name in STANDARD_LEADS}
+
+_ON_ERROR_OPTIONS = ("raise", "skip")
+
+
+class InvalidRecordError(ValueError):
+    """A record (signal file, header or metadata row) cannot be used.
+
+    Raised by the loaders of :mod:`sklearn_crocs.datasets` with a message that
+    names the offending file and says how to fix the problem or skip the record
+    (``on_error="skip"``). It subclasses :class:`ValueError`.
+
+    Examples
+    --------
+    >>> from sklearn_crocs.datasets import InvalidRecordError
+    >>> issubclass(InvalidRecordError, ValueError)
+    True
+    """
+
+
+def get_data_home(data_home=None):
+    """Return the path of the sklearn-crocs data directory.
+
+    The fetchers (:func:`fetch_ptbxl`, :func:`fetch_chapman`) download into
+    this folder so that the data are downloaded only once. By default it is the
+    folder ``sklearn_crocs_data`` in the user's home folder; the environment
+    variable ``SKLEARN_CROCS_DATA`` or the ``data_home`` argument override it.
+    The ``~`` symbol is expanded. The folder is created if it does not exist.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        The data directory. ``None`` means ``$SKLEARN_CROCS_DATA`` if set, else
+        ``~/sklearn_crocs_data``.
+
+    Returns
+    -------
+    data_home : str
+        The absolute path of the data directory.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from sklearn_crocs.datasets import get_data_home
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     home = get_data_home(os.path.join(tmp, "crocs"))
+    ...     os.path.isdir(home)
+    True
+    """
+    if data_home is None:
+        data_home = os.environ.get("SKLEARN_CROCS_DATA", os.path.join("~", "sklearn_crocs_data"))
+    if not isinstance(data_home, (str, os.PathLike)):
+        raise TypeError(
+            f"data_home must be a str or path-like object, got {type(data_home).__name__}."
+        )
+    data_home = os.path.abspath(os.path.expanduser(os.fspath(data_home)))
+    os.makedirs(data_home, exist_ok=True)
+    return data_home
+
+
+def clear_data_home(data_home=None):
+    """Delete the sklearn-crocs data directory and everything in it.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        The data directory, resolved as in :func:`get_data_home`.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from sklearn_crocs.datasets import clear_data_home, get_data_home
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     home = get_data_home(os.path.join(tmp, "crocs"))
+    ...     clear_data_home(home)
+    ...     os.path.exists(home)
+    False
+    """
+    shutil.rmtree(get_data_home(data_home))
+
+
+def canonical_lead_name(name):
+    """Public spelling of a lead name ("avr" -> "aVR"); unknown names unchanged."""
+    name = str(name).strip()
+    return _LEAD_BY_LOWER.get(name.lower(), name)
+
+
+def _check_leads(leads):
+    """Validate a user's ``leads`` argument; return canonical names or None."""
+    if leads is None:
+        return None
+    if isinstance(leads, str):
+        leads = [leads]
+    try:
+        leads = [canonical_lead_name(lead) for lead in leads]
+    except TypeError:
+        raise TypeError(
+            f"leads must be None or a list of lead names such as ['I', 'II', 'V1'], got {leads!r}."
+        ) from None
+    if not leads:
+        raise ValueError("leads must name at least one lead, got an empty list.")
+    if len(set(leads)) != len(leads):
+        raise ValueError(f"leads contains duplicates: {leads}.")
+    return leads
+
+
+def _check_on_error(on_error):
+    if on_error not in _ON_ERROR_OPTIONS:
+        raise ValueError(
+            f"on_error must be 'raise' (stop at the first unusable record) or "
+            f"'skip' (leave it out with a warning), got {on_error!r}."
+        )
+    return on_error
+
+
+def _parse_age(value):
+    """Age in years as a float; ``>89`` style caps become 90.0, unknown NaN.
+
+    Accepts numbers and strings such as ``"51"``, ``"51.0"``, ``">89"``,
+    ``"NaN"``, ``"Unknown"`` or the empty string.
+    """
+    if value is None:
+        return math.nan
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return float(value)
+    text = str(value).strip()
+    if text.startswith(">"):
+        try:
+            return float(text[1:]) + 1.0
+        except ValueError:
+            return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+_SEX_CODES = {
+    "m": "M",
+    "male": "M",
+    "f": "F",
+    "female": "F",
+}
+
+
+def _parse_sex(value):
+    """``"M"``/``"F"`` from Male/Female/M/F/MALE/FEMALE (any case), else NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return math.nan
+    return _SEX_CODES.get(str(value).strip().lower(), math.nan)
+
+
+def _parse_comments(comments):
+    """``{key: value}`` from WFDB header comments of the form ``key: value``.
+
+    Keys are stripped of surrounding whitespace and of the angle brackets that
+    LUDB uses (``<age>: 51`` -> ``age``); lines without a colon are ignored.
+    The first occurrence of a key wins.
+    """
+    parsed = {}
+    for line in comments:
+        key, sep, value = str(line).partition(":")
+        if not sep:
+            continue
+        key = key.strip().strip("<>").strip()
+        if key and key not in parsed:
+            parsed[key] = value.strip()
+    return parsed
+
+
+def _load_descr(name):
+    """Text of ``descr/<name>`` shipped with the package."""
+    return (
+        resources.files("sklearn_crocs.datasets")
+        .joinpath("descr", name)
+        .read_text(encoding="utf-8")
+    )
+
+
+def _data_file(name):
+    """Path (as a traversable) of a file in the package's ``data`` folder."""
+    return resources.files("sklearn_crocs.datasets").joinpath("data", name)
+
+
+@contextlib.contextmanager
+def _atomic_path(path):
+    """Yield a temporary path next to ``path``; move it into place on success.
+
+    The temporary file lives in the same folder so that the final
+    :func:`os.replace` is atomic. On error the temporary file is removed and
+    ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # A unique name (not mkstemp, whose 0600 mode would survive the rename):
+    # the caller creates the file, so it gets the usual umask-based mode.
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+class _ExclusionLog:
+    """Records left out by a loader, with the reason, warned about together.
+
+    ``kind="skipped"`` entries are unreadable records dropped because the user
+    asked for ``on_error="skip"``; ``kind="filtered"`` entries are records that
+    a documented option of the loader excludes (e.g. PTB-XL records without
+    exactly one diagnostic superclass). Both end up in the Bunch's ``excluded``
+    DataFrame, so nothing disappears without a trace.
+    """
+
+    def __init__(self):
+        self._rows = []
+
+    def add(self, record, reason, *, kind):
+        self._rows.append({"record": str(record), "reason": str(reason), "kind": kind})
+
+    def count(self, kind):
+        return sum(row["kind"] == kind for row in self._rows)
+
+    def warn_skipped(self, n_total, *, what="records", stacklevel=3):
+        skipped = [row for row in self._rows if row["kind"] == "skipped"]
+        if not skipped:
+            return
+        shown = "; ".join(f"{row['record']}: {row['reason']}" for row in skipped[:5])
+        more = f"; ... and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        warnings.warn(
+            f"Skipped {len(skipped)} of {n_total} {what} that could not be used "
+            f"(on_error='skip'): {shown}{more}. The full list is in the "
+            f"returned Bunch's 'excluded' DataFrame.",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+
+    def frame(self):
+        return pd.DataFrame(self._rows, columns=["record", "reason", "kind"])

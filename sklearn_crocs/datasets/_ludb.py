@@ -1,0 +1,184 @@
+"""The bundled LUDB records: ``load_ludb`` and the LUDB header conventions.
+
+The package data file ``data/ludb.npz`` is built from the PhysioNet WFDB
+originals by ``scripts/build_ludb_dataset.py``, which uses the parsing helpers
+of this module so that the shipped labels follow exactly the rules documented
+in ``descr/ludb.rst``.
+"""
+
+import numpy as np
+import pandas as pd
+from sklearn.utils import Bunch
+
+from ._base import _data_file, _load_descr, _parse_age, _parse_comments, _parse_sex
+
+LUDB_FILENAME = "ludb.npz"
+
+#: Version of the layout of ``ludb.npz``; bump it when the layout changes.
+LUDB_FORMAT_VERSION = 1
+
+#: LUDB ``#Rhythm:`` statements (lower case, without the final period) and the
+#: CROCS rhythm group (Chapman grouping of Zheng et al. 2020) each maps to.
+LUDB_RHYTHM_GROUPS = {
+    "atrial fibrillation": "AFIB",
+    "atrial flutter": "AFIB",
+    "sinus tachycardia": "GSVT",
+    "sinus bradycardia": "SB",
+    "sinus rhythm": "SR",
+    "sinus arrhythmia": "SR",
+    "irregular sinus rhythm": "SR",
+}
+
+
+def ludb_attributes_from_comments(comments, record_name="?"):
+    """Rhythm group, sex, age and rhythm statement of one LUDB header.
+
+    Parameters
+    ----------
+    comments : list of str
+        The header comments as returned by ``wfdb.rdheader(...).comments``, e.g.
+        ``["<age>: 76", "<sex>: F", "<diagnoses>:", "Rhythm: Sinus rhythm.", ...]``.
+    record_name : str, default="?"
+        Used in error messages only.
+
+    Returns
+    -------
+    attributes : dict
+        Keys ``rhythm`` (AFIB/GSVT/SB/SR), ``sex`` ("M"/"F"), ``age`` (float,
+        ``>89`` becomes 90.0) and ``rhythm_statement`` (the header's text).
+
+    Raises
+    ------
+    ValueError
+        If the header has no ``Rhythm:`` statement, an unknown rhythm, or an
+        unreadable sex.
+    """
+    parsed = _parse_comments(comments)
+    statement = parsed.get("Rhythm")
+    if statement is None:
+        raise ValueError(
+            f"LUDB record {record_name}: no '#Rhythm:' statement in the header "
+            f"comments {list(comments)}."
+        )
+    key = statement.strip().rstrip(".").strip().lower()
+    if key not in LUDB_RHYTHM_GROUPS:
+        raise ValueError(
+            f"LUDB record {record_name}: rhythm statement {statement!r} has no "
+            f"CROCS rhythm group; known statements are "
+            f"{sorted(LUDB_RHYTHM_GROUPS)}."
+        )
+    sex = _parse_sex(parsed.get("sex"))
+    if not isinstance(sex, str):
+        raise ValueError(f"LUDB record {record_name}: unreadable sex {parsed.get('sex')!r}.")
+    return {
+        "rhythm": LUDB_RHYTHM_GROUPS[key],
+        "sex": sex,
+        "age": _parse_age(parsed.get("age")),
+        "rhythm_statement": statement.strip().rstrip(".").strip(),
+    }
+
+
+def _decode_ludb(archive):
+    """Physical signals (mV, float32) from the arrays stored in ``ludb.npz``."""
+    # The time axis holds the first sample followed by first differences; a
+    # cumulative sum in int32 restores the WFDB digital values exactly.
+    digital = np.cumsum(archive["signal_deltas"], axis=-1, dtype=np.int32)
+    gain = archive["adc_gain"][:, :, np.newaxis]
+    baseline = archive["baseline"][:, :, np.newaxis]
+    # Same arithmetic as wfdb's digital-to-physical conversion (float64).
+    return ((digital - baseline) / gain).astype(np.float32)
+
+
+def load_ludb(*, return_X_y=False):
+    """Load the 102 bundled LUDB records (12-lead, 500 Hz, 10 s, real ECGs).
+
+    The records come from the Lobachevsky University Electrocardiography
+    Database (LUDB, PhysioNet, ODC-By 1.0) and ship with the package, so this
+    needs no network. Each record is one subject. Rhythm statements are mapped
+    onto the four rhythm groups that CROCS uses for Chapman (AFIB, GSVT, SB,
+    SR); see ``DESCR`` for the mapping, the licence and the attribution.
+
+    =================   ==============================
+    Records (subjects)  102
+    Leads               12 (I, II, III, aVR, ... V6)
+    Samples per lead    5000 (10 s at 500 Hz)
+    Units               mV
+    Classes (rhythm)    AFIB 9, GSVT 3, SB 13, SR 77
+    =================   ==============================
+
+    Parameters
+    ----------
+    return_X_y : bool, default=False
+        If True, return ``(data, attributes)`` instead of a Bunch.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        Dictionary-like object with the following attributes.
+
+        data : ndarray of shape (102, 12, 5000), dtype float32
+            The signals in mV, channel-first.
+        attributes : pandas.DataFrame of shape (102, 3)
+            Columns ``rhythm`` (AFIB/GSVT/SB/SR), ``sex`` ("M"/"F") and
+            ``age`` (years, float).
+        groups : ndarray of shape (102,), dtype int64
+            Subject ids (the LUDB record id: one record per subject).
+        record_names : ndarray of shape (102,), dtype str
+            WFDB record names.
+        fs : int
+            Sampling frequency in Hz (500).
+        lead_names : list of str
+            ``["I", "II", "III", "aVR", "aVL", "aVF", "V1", ..., "V6"]``.
+        metadata : pandas.DataFrame of shape (102, 1)
+            ``rhythm_statement``: the original ``#Rhythm:`` text of each header.
+        DESCR : str
+            Description: source, citation, licence, mapping, shape.
+
+    (data, attributes) : tuple if ``return_X_y`` is True
+
+    Examples
+    --------
+    >>> from sklearn_crocs.datasets import load_ludb
+    >>> ludb = load_ludb()
+    >>> ludb.data.shape
+    (102, 12, 5000)
+    >>> ludb.attributes["rhythm"].value_counts().sort_index().to_dict()
+    {'AFIB': 9, 'GSVT': 3, 'SB': 13, 'SR': 77}
+    >>> ludb.lead_names[:4]
+    ['I', 'II', 'III', 'aVR']
+    """
+    with _data_file(LUDB_FILENAME).open("rb") as fh, np.load(fh, allow_pickle=False) as archive:
+        version = int(archive["format_version"])
+        if version != LUDB_FORMAT_VERSION:
+            raise RuntimeError(
+                f"The bundled {LUDB_FILENAME} has layout version {version}, this "
+                f"code reads version {LUDB_FORMAT_VERSION}. Rebuild it with "
+                f"scripts/build_ludb_dataset.py or reinstall sklearn-crocs."
+            )
+        data = _decode_ludb(archive)
+        record_names = archive["record_names"].astype(str)
+        attributes = pd.DataFrame(
+            {
+                "rhythm": archive["rhythm"].astype(str),
+                "sex": archive["sex"].astype(str),
+                "age": archive["age"].astype(np.float64),
+            }
+        )
+        metadata = pd.DataFrame(
+            {"rhythm_statement": archive["rhythm_statement"].astype(str)},
+            index=pd.Index(record_names, name="record_name"),
+        )
+        lead_names = [str(name) for name in archive["lead_names"]]
+        fs = int(archive["fs"])
+    if return_X_y:
+        return data, attributes
+    return Bunch(
+        data=data,
+        attributes=attributes,
+        groups=record_names.astype(np.int64),
+        record_names=record_names,
+        fs=fs,
+        lead_names=lead_names,
+        metadata=metadata,
+        DESCR=_load_descr("ludb.rst"),
+    )
