@@ -36,6 +36,11 @@ _ENCODERS = {"cnn": CNNEncoder, "resnet": ResNet1dEncoder}
 _MAX_PROTOTYPES = 10_000
 
 
+def _python_value(value):
+    """A numpy scalar as the Python scalar it holds, for readable messages."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _nearest(embeddings, prototypes):
     """Index of the most similar prototype (cosine; both sides are unit vectors)."""
     return np.argmax(embeddings @ prototypes.T, axis=1)
@@ -271,7 +276,7 @@ class CROCSClusterer(
                     f"lead(s) of {self.input_shape_[1]} samples."
                 )
         if ndim == 3:
-            X = X.reshape(X.shape[0], -1)
+            X = X.reshape(X.shape[0], math.prod(shape))
         X = validate_data(
             self,
             X,
@@ -338,8 +343,9 @@ class CROCSClusterer(
                 unknown = sorted(set(frame[name]) - set(cats), key=str)
                 if unknown:
                     raise ValueError(
-                        f"Attribute {name!r} has values {unknown} that were not "
-                        f"seen in fit; known values: {list(cats)}."
+                        f"Attribute {name!r} has values {[_python_value(v) for v in unknown]} "
+                        "that were not seen in fit; known values: "
+                        f"{[_python_value(v) for v in cats]}."
                     ) from exc
             raise
 
@@ -347,6 +353,7 @@ class CROCSClusterer(
         """Learn the attribute categories; return each sample's combination index."""
         frame, self._y_kind = self._attribute_frame(y, n_samples, reset=True)
         self.attribute_names_ = list(frame.columns)
+        self._attribute_dtypes = list(frame.dtypes)
         encoder = OrdinalEncoder(dtype=np.int64)
         try:
             codes = encoder.fit_transform(frame).astype(np.int64)
@@ -360,7 +367,7 @@ class CROCSClusterer(
         for name, cats in zip(self.attribute_names_, self.categories_):
             if len(cats) < 2:
                 raise ValueError(
-                    f"Attribute {name!r} takes the single value {cats[0]!r} in y; "
+                    f"Attribute {name!r} takes the single value {_python_value(cats[0])!r} in y; "
                     "CROCS needs at least two values per attribute. Drop that "
                     "attribute from y."
                 )
@@ -408,8 +415,10 @@ class CROCSClusterer(
         if self._y_kind == "frame":
             return pd.DataFrame(
                 {
-                    name: pd.Series(values[:, i]).astype(self.categories_[i].dtype)
-                    for i, name in enumerate(self.attribute_names_)
+                    name: pd.Series(values[:, i]).astype(dtype)
+                    for i, (name, dtype) in enumerate(
+                        zip(self.attribute_names_, self._attribute_dtypes)
+                    )
                 }
             )
         return values
@@ -551,7 +560,7 @@ class CROCSClusterer(
         self._prototype_codes = self._combinations[used]
         if self.prototypes == "mean" and (counts == 0).any():
             missing = self._all_prototype_attributes[counts == 0]
-            listed = "; ".join(map(str, missing[:10].tolist()))
+            listed = "; ".join(str(tuple(map(_python_value, row))) for row in missing[:10])
             more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
             warnings.warn(
                 f"{len(missing)} of {len(counts)} attribute combinations of "

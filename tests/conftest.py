@@ -1,0 +1,84 @@
+"""Shared fixtures: synthetic ECG-like signals with known attributes, and the bundled LUDB records."""
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def make_synthetic_ecgs(n_patients=24, frames_per_patient=3, n_leads=1, length=600, seed=0):
+    """Periodic signals whose shape depends on three attributes.
+
+    The class sets the base frequency, sex the amplitude of a second harmonic
+    and the age group a slow baseline drift, so that every attribute is
+    learnable but the class is the easiest one, as in real ECGs.
+
+    Returns
+    -------
+    X : ndarray of shape (n_patients * frames_per_patient, n_leads, length)
+    y : DataFrame with columns rhythm, sex, age_group
+    groups : ndarray of patient ids
+    """
+    rng = np.random.RandomState(seed)
+    # Every attribute combination occurs (n_patients // 12 patients each, at least).
+    combinations = list(itertools.product(["AFIB", "SB", "SR"], ["F", "M"], ["<60", ">=60"]))
+    patients = [combinations[i % len(combinations)] for i in rng.permutation(n_patients)]
+    rhythm, sex, age = (np.array(column) for column in zip(*patients))
+    t = np.linspace(0, 4 * np.pi, length)
+    frequency = {"AFIB": 5.0, "SB": 1.5, "SR": 3.0}
+    signals, rows, groups = [], [], []
+    for patient in range(n_patients):
+        for _ in range(frames_per_patient):
+            phase = rng.uniform(0, 2 * np.pi)
+            base = np.sin(frequency[rhythm[patient]] * t + phase)
+            harmonic = (0.6 if sex[patient] == "M" else 0.0) * np.sin(
+                2 * frequency[rhythm[patient]] * t + phase
+            )
+            drift = (0.8 if age[patient] == ">=60" else -0.8) * np.cos(t / 4)
+            leads = [
+                (1 + 0.2 * lead) * (base + harmonic + drift) + 0.2 * rng.randn(length)
+                for lead in range(n_leads)
+            ]
+            signals.append(leads)
+            rows.append((rhythm[patient], sex[patient], age[patient]))
+            groups.append(patient)
+    X = np.asarray(signals, dtype=np.float32)
+    y = pd.DataFrame(rows, columns=["rhythm", "sex", "age_group"])
+    return X, y, np.asarray(groups)
+
+
+@pytest.fixture(scope="session")
+def synthetic():
+    return make_synthetic_ecgs()
+
+
+@pytest.fixture(scope="session")
+def ludb_frames():
+    """Lead II of the bundled LUDB records cut into 2500-sample frames, with attributes."""
+    from sklearn_crocs.datasets import load_ludb
+
+    ludb = load_ludb()
+    lead = ludb.lead_names.index("II")
+    signals = ludb.data[:, lead, :]
+    n_frames = signals.shape[1] // 2500
+    X = signals[:, : n_frames * 2500].reshape(-1, 1, 2500)
+    X = (X - X.mean(axis=-1, keepdims=True)) / (X.std(axis=-1, keepdims=True) + 1e-6)
+    attributes = ludb.attributes.loc[np.repeat(np.arange(len(signals)), n_frames)]
+    attributes = attributes.reset_index(drop=True)
+    age_group = np.where(attributes["age"] >= 60, ">=60", "<60")
+    y = pd.DataFrame(
+        {"rhythm": attributes["rhythm"], "sex": attributes["sex"], "age_group": age_group}
+    )
+    groups = np.repeat(np.asarray(ludb.groups), n_frames)
+    return X.astype(np.float32), y, groups
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"the real ECG records are not available at {SHARED_DATA}")
+    return SHARED_DATA

@@ -1,0 +1,251 @@
+"""CROCSLoss against a naive per-sample, per-prototype implementation of the paper's equations."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sklearn_crocs.nn import CROCSLoss, attribute_weight_table
+
+COMBINATIONS = np.array(list(itertools.product(range(3), range(2), range(4))))  # M = 24
+
+
+def _naive_weights(combinations, class_attribute, tau_w):
+    """w_ij of Eq. 2, element by element."""
+    m = len(combinations)
+    w = np.zeros((m, m))
+    for i in range(m):
+        same = [
+            j
+            for j in range(m)
+            if combinations[j][class_attribute] == combinations[i][class_attribute]
+        ]
+        q = {}
+        for j in same:
+            n_equal = sum(int(a == b) for a, b in zip(combinations[i], combinations[j]))
+            q[j] = 0.0 if math.isinf(tau_w) else n_equal / tau_w
+        denominator = sum(math.exp(q[l]) for l in same)  # noqa: E741
+        for j in same:
+            w[i, j] = math.exp(q[j]) / denominator
+    return w
+
+
+def _naive_loss(v, p, targets, combinations, *, tau_s, tau_w, beta, kind, class_attribute=0):
+    """L_NCE + L_reg with explicit loops (float64 math, returned as a Python float)."""
+    v = v.detach().double().numpy()
+    p = p.detach().double().numpy()
+    m = len(p)
+    weights = np.eye(m) if kind == "hard" else _naive_weights(combinations, class_attribute, tau_w)
+    nce = 0.0
+    for i in range(len(v)):
+        s = [
+            float(v[i] @ p[k]) / (np.linalg.norm(v[i]) * np.linalg.norm(p[k])) / tau_s
+            for k in range(m)
+        ]
+        log_denominator = math.log(sum(math.exp(x) for x in s))
+        for j in range(m):
+            w = weights[targets[i], j]
+            if w:
+                nce -= w * (s[j] - log_denominator)
+    nce /= len(v)
+    reg = 0.0
+    if beta:
+        for j in range(m):
+            for k in range(m):
+                if combinations[j][class_attribute] != combinations[k][class_attribute]:
+                    continue
+                pj = p[j] / np.linalg.norm(p[j])
+                pk = p[k] / np.linalg.norm(p[k])
+                hamming = sum(int(a != b) for a, b in zip(combinations[j], combinations[k]))
+                reg += (np.linalg.norm(pj - pk) - beta * hamming) ** 2
+    return nce, reg
+
+
+CASES = [
+    pytest.param({"kind": "hard", "tau_w": 1.0, "beta": 0.0}, id="nce-hard"),
+    pytest.param({"kind": "soft", "tau_w": math.inf, "beta": 0.0}, id="nce-soft-tau_w-inf"),
+    pytest.param({"kind": "soft", "tau_w": 1.0, "beta": 0.0}, id="nce-soft-tau_w-1"),
+    pytest.param({"kind": "soft", "tau_w": 0.5, "beta": 0.2}, id="nce-soft+reg"),
+    pytest.param({"kind": "hard", "tau_w": 1.0, "beta": 0.4}, id="nce-hard+reg"),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_loss_matches_naive_loop(case, dtype):
+    rng = np.random.RandomState(0)
+    embedding_dim = 6
+    v = torch.as_tensor(rng.randn(10, embedding_dim), dtype=dtype)
+    p0 = rng.randn(len(COMBINATIONS), embedding_dim)
+    targets = rng.randint(len(COMBINATIONS), size=10)
+    criterion = CROCSLoss(
+        COMBINATIONS,
+        embedding_dim,
+        tau_s=0.1,
+        tau_w=case["tau_w"],
+        beta=case["beta"],
+        loss=case["kind"],
+        prototype_init=torch.as_tensor(p0, dtype=dtype),
+    )
+    assert criterion.prototypes.dtype == dtype
+    nce, reg = criterion.loss_parts(v, torch.as_tensor(targets))
+    expected_nce, expected_reg = _naive_loss(
+        v,
+        criterion.prototypes,
+        targets,
+        COMBINATIONS,
+        tau_s=0.1,
+        tau_w=case["tau_w"],
+        beta=case["beta"],
+        kind=case["kind"],
+    )
+    rtol = 1e-5 if dtype == torch.float32 else 1e-12
+    assert nce.dtype == dtype and reg.dtype == dtype
+    np.testing.assert_allclose(nce.item(), expected_nce, rtol=rtol)
+    np.testing.assert_allclose(reg.item(), expected_reg, rtol=rtol, atol=rtol)
+    total = criterion(v, torch.as_tensor(targets))
+    np.testing.assert_allclose(total.item(), expected_nce + expected_reg, rtol=rtol)
+
+
+def test_loss_with_other_class_attribute_and_two_attributes():
+    combinations = np.array(list(itertools.product(range(2), range(3))))
+    rng = np.random.RandomState(1)
+    v = torch.as_tensor(rng.randn(7, 4))
+    targets = rng.randint(len(combinations), size=7)
+    criterion = CROCSLoss(
+        combinations,
+        4,
+        class_attribute=1,
+        tau_w=2.0,
+        beta=0.3,
+        prototype_init=torch.as_tensor(rng.randn(len(combinations), 4)),
+    )
+    nce, reg = criterion.loss_parts(v, torch.as_tensor(targets))
+    expected = _naive_loss(
+        v,
+        criterion.prototypes,
+        targets,
+        combinations,
+        tau_s=0.1,
+        tau_w=2.0,
+        beta=0.3,
+        kind="soft",
+        class_attribute=1,
+    )
+    np.testing.assert_allclose([nce.item(), reg.item()], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("tau_w", [0.3, 1.0, math.inf])
+def test_weight_table_matches_naive(tau_w):
+    table = attribute_weight_table(COMBINATIONS, class_attribute=0, tau_w=tau_w)
+    np.testing.assert_allclose(table, _naive_weights(COMBINATIONS, 0, tau_w), rtol=1e-12)
+    np.testing.assert_allclose(table.sum(axis=1), 1.0)
+    other_class = COMBINATIONS[:, None, 0] != COMBINATIONS[None, :, 0]
+    assert np.all(table[other_class] == 0)
+
+
+def test_weight_table_prefers_more_shared_attributes():
+    table = attribute_weight_table(COMBINATIONS, tau_w=1.0)
+    # ECG (0, 0, 0): itself > (0, 0, 1) [one mismatch] > (0, 1, 1) [two mismatches].
+    index = {tuple(c): i for i, c in enumerate(COMBINATIONS)}
+    row = table[index[(0, 0, 0)]]
+    assert row[index[(0, 0, 0)]] > row[index[(0, 0, 1)]] > row[index[(0, 1, 1)]] > 0
+
+
+def test_weight_table_uniform_for_infinite_tau_w():
+    table = attribute_weight_table(COMBINATIONS, tau_w=math.inf)
+    nonzero = table[table > 0]
+    np.testing.assert_allclose(nonzero, 1 / 8)  # 2 sexes x 4 ages per class
+
+
+def test_tables_are_buffers_computed_once():
+    criterion = CROCSLoss(COMBINATIONS, 4)
+    buffers = dict(criterion.named_buffers())
+    assert {"weights", "hamming", "same_class"} <= set(buffers)
+    assert buffers["weights"].shape == (24, 24)
+    assert [name for name, _ in criterion.named_parameters()] == ["prototypes"]
+    # Forward passes index the stored table; they never rebuild it.
+    before = criterion.weights.data_ptr()
+    criterion(torch.randn(3, 4), torch.tensor([0, 5, 23]))
+    assert criterion.weights.data_ptr() == before
+
+
+def test_hard_loss_equals_cross_entropy_of_own_prototype():
+    criterion = CROCSLoss(COMBINATIONS, 5, loss="hard", beta=0.0)
+    v = torch.randn(8, 5)
+    targets = torch.randint(24, (8,))
+    expected = torch.nn.functional.cross_entropy(criterion.logits(v), targets)
+    torch.testing.assert_close(criterion(v, targets), expected)
+
+
+def test_beta_zero_turns_regulariser_off_and_reg_is_zero_at_target_arrangement():
+    criterion = CROCSLoss(COMBINATIONS, 5, beta=0.0)
+    assert criterion.regularization().item() == 0.0
+    # Two prototypes of one class, one mismatch, placed exactly beta apart.
+    combinations = np.array([[0, 0], [0, 1]])
+    beta = 0.2
+    angle = 2 * math.asin(beta / 2)  # chord length beta on the unit circle
+    init = torch.tensor([[1.0, 0.0], [math.cos(angle), math.sin(angle)]], dtype=torch.float64)
+    criterion = CROCSLoss(combinations, 2, beta=beta, prototype_init=init)
+    assert criterion.regularization().item() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_log_softmax_is_stable_for_extreme_similarities():
+    criterion = CROCSLoss(COMBINATIONS, 3, tau_s=1e-4, beta=0.0)
+    v = torch.randn(4, 3) * 1e3
+    loss = criterion(v, torch.tensor([0, 1, 2, 3]))
+    assert torch.isfinite(loss)
+    loss.backward()
+    assert torch.isfinite(criterion.prototypes.grad).all()
+
+
+@pytest.mark.parametrize("kind", ["soft", "hard"])
+def test_gradcheck(kind):
+    rng = np.random.RandomState(0)
+    combinations = np.array(list(itertools.product(range(2), range(2), range(2))))
+    criterion = CROCSLoss(
+        combinations,
+        4,
+        loss=kind,
+        tau_w=1.0,
+        beta=0.2,
+        prototype_init=torch.as_tensor(rng.randn(8, 4)),
+    )
+    v = torch.as_tensor(rng.randn(5, 4)).requires_grad_()
+    p = criterion.prototypes.detach().clone().requires_grad_()
+    targets = torch.as_tensor(rng.randint(8, size=5))
+
+    def total_loss(v, p):
+        return torch.func.functional_call(criterion, {"prototypes": p}, (v, targets))
+
+    assert torch.autograd.gradcheck(total_loss, (v, p))
+
+
+def test_gradient_reaches_prototypes():
+    criterion = CROCSLoss(COMBINATIONS, 4)
+    loss = criterion(torch.randn(6, 4), torch.randint(24, (6,)))
+    loss.backward()
+    assert criterion.prototypes.grad is not None
+    assert criterion.prototypes.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"loss": "medium"}, "loss must be 'soft' or 'hard'"),
+        ({"tau_s": 0}, "tau_s must be positive"),
+        ({"tau_w": -1.0}, "tau_w must be positive"),
+        ({"beta": -0.1}, "beta must be non-negative"),
+        ({"prototype_init": np.zeros((2, 4))}, r"prototype_init must have shape \(24, 4\)"),
+    ],
+)
+def test_invalid_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        CROCSLoss(COMBINATIONS, 4, **kwargs)
+
+
+def test_invalid_combinations():
+    with pytest.raises(ValueError, match="non-empty 2-D array"):
+        CROCSLoss(np.array([0, 1, 2]), 4)

@@ -1,0 +1,128 @@
+"""The skorch net: contiguous batching, reproducible shuffling, loss parts and best-epoch restore."""
+
+import numpy as np
+import pytest
+import torch
+
+from sklearn_crocs.nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet
+from sklearn_crocs.nn._net import _BatchIterator, _KeepBestState
+
+
+def _dataset(n, leads=1, length=5):
+    X = np.arange(n * leads * length, dtype=np.float32).reshape(n, leads, length)
+    return ArrayDataset(X, np.arange(n) % 3)
+
+
+def test_array_dataset_wraps_without_copy():
+    X = np.zeros((4, 2, 8), dtype=np.float32)
+    dataset = ArrayDataset(X, [0, 1, 2, 0])
+    assert dataset.X.data_ptr() == X.ctypes.data
+    assert dataset.y.dtype == torch.long
+    assert len(dataset) == 4
+    with pytest.raises(ValueError, match="different lengths"):
+        ArrayDataset(X, [0, 1])
+
+
+def test_sequential_batches_are_views_in_order():
+    dataset = _dataset(10)
+    batches = list(_BatchIterator(dataset, 4))
+    assert [len(xb) for xb, _ in batches] == [4, 4, 2]
+    torch.testing.assert_close(torch.cat([xb for xb, _ in batches]), dataset.X)
+    assert batches[0][0].data_ptr() == dataset.X.data_ptr()
+
+
+def test_shuffled_batches_cover_every_sample_once_and_are_reproducible():
+    dataset = _dataset(23)
+    first = list(_BatchIterator(dataset, 5, shuffle=True, seed=3, pass_index=0))
+    again = list(_BatchIterator(dataset, 5, shuffle=True, seed=3, pass_index=0))
+    other_epoch = list(_BatchIterator(dataset, 5, shuffle=True, seed=3, pass_index=1))
+    X = torch.cat([xb for xb, _ in first])
+    y = torch.cat([yb for _, yb in first])
+    order = X[:, 0, 0].long() // 5
+    assert sorted(order.tolist()) == list(range(23))
+    torch.testing.assert_close(y, dataset.y[order])
+    torch.testing.assert_close(X, torch.cat([xb for xb, _ in again]))
+    assert not torch.equal(X, torch.cat([xb for xb, _ in other_epoch]))
+
+
+def test_trailing_single_sample_is_merged_not_dropped():
+    iterator = _BatchIterator(_dataset(9), 4, shuffle=True)
+    sizes = [len(xb) for xb, _ in iterator]
+    assert sizes == [4, 5]
+    assert len(iterator) == 2
+    # Without shuffling (inference), batches keep their plain sizes.
+    assert [len(xb) for xb, _ in _BatchIterator(_dataset(9), 4)] == [4, 4, 1]
+
+
+def _net(**kwargs):
+    kwargs = {"lr": 1e-2, "batch_size": 8, "train_split": None, **kwargs}
+    combinations = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
+    return CROCSNet(
+        module=CNNEncoder,
+        module__in_channels=1,
+        module__n_timepoints=64,
+        module__embedding_dim=8,
+        module__kernel_size=3,
+        module__stride=1,
+        criterion=CROCSLoss,
+        criterion__combinations=combinations,
+        criterion__embedding_dim=8,
+        optimizer=torch.optim.Adam,
+        dataset=ArrayDataset,
+        verbose=0,
+        **kwargs,
+    )
+
+
+def test_net_records_loss_parts_and_optimises_prototypes():
+    rng = np.random.RandomState(0)
+    X = rng.randn(40, 1, 64).astype(np.float32)
+    y = rng.randint(4, size=40)
+    torch.manual_seed(0)
+    net = _net(max_epochs=2)
+    net.initialize()
+    before = net.criterion_.prototypes.detach().clone()
+    net.partial_fit(X, y)
+    history = net.history
+    for epoch in history:
+        assert epoch["train_loss"] == pytest.approx(
+            np.average(
+                [b["train_nce"] + b["train_reg"] for b in epoch["batches"]],
+                weights=[b["train_batch_size"] for b in epoch["batches"]],
+            ),
+            rel=1e-5,
+        )
+    assert not torch.equal(before, net.criterion_.prototypes.detach())
+    out = net.forward(ArrayDataset(X), training=False)
+    assert out.shape == (40, 8)
+    assert not out.requires_grad
+
+
+def test_keep_best_state_restores_module_and_prototypes():
+    rng = np.random.RandomState(0)
+    X = rng.randn(30, 1, 64).astype(np.float32)
+    y = rng.randint(4, size=30)
+
+    class Recorder(_KeepBestState):
+        def on_epoch_end(self, net, **kwargs):
+            super().on_epoch_end(net, **kwargs)
+            if self.best_epoch_ == net.history[-1, "epoch"]:
+                self.snapshot = net.criterion_.prototypes.detach().clone()
+
+    from skorch.helper import predefined_split
+
+    recorder = Recorder()
+    net = _net(
+        max_epochs=8,
+        lr=0.05,  # this data overfits after epoch 2, so the best epoch is not the last
+        train_split=predefined_split(ArrayDataset(X[:10], y[:10])),
+        callbacks=[recorder],
+    )
+    torch.manual_seed(0)
+    net.fit(X[10:], y[10:])
+    valid = net.history[:, "valid_loss"]
+    best_epoch = int(np.argmin(valid)) + 1
+    assert best_epoch < len(valid), "the test needs a best epoch before the last one"
+    assert recorder.best_epoch_ == best_epoch
+    torch.testing.assert_close(net.criterion_.prototypes.detach(), recorder.snapshot)
+    assert recorder.best_state_ is None  # no second copy kept after training

@@ -1,0 +1,506 @@
+"""CROCSClusterer: API, attribute handling, reproducibility, composition and bad input."""
+
+import math
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn import config_context
+from sklearn.base import clone
+from sklearn.cluster import KMeans
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import adjusted_mutual_info_score
+from sklearn.model_selection import GridSearchCV, GroupKFold, cross_validate
+from sklearn.pipeline import make_pipeline
+from torch import nn
+
+from sklearn_crocs import CROCSClusterer
+from sklearn_crocs.nn import CNNEncoder, CROCSLoss
+
+FAST = {"embedding_dim": 16, "max_epochs": 4, "lr": 3e-3, "batch_size": 32}
+
+
+def _model(**params):
+    return CROCSClusterer(**{**FAST, "validation_fraction": None, "random_state": 0, **params})
+
+
+@pytest.fixture(scope="module")
+def fitted(synthetic):
+    X, y, groups = synthetic
+    return _model(max_epochs=15).fit(X, y, groups=groups)
+
+
+# ------------------------------------------------------------------ fitted state
+def test_fitted_attributes(fitted, synthetic):
+    X, y, _ = synthetic
+    assert fitted.attribute_names_ == ["rhythm", "sex", "age_group"]
+    assert [list(c) for c in fitted.categories_] == [
+        ["AFIB", "SB", "SR"],
+        ["F", "M"],
+        ["<60", ">=60"],
+    ]
+    assert fitted.prototypes_.shape == (12, 16)
+    assert fitted.prototype_attributes_.shape == (12, 3)
+    assert tuple(fitted.prototype_attributes_[0]) == ("AFIB", "F", "<60")
+    assert tuple(fitted.prototype_attributes_[-1]) == ("SR", "M", ">=60")
+    np.testing.assert_allclose(np.linalg.norm(fitted.prototypes_, axis=1), 1, rtol=1e-5)
+    combos = [tuple(r) for r in y.to_numpy()]
+    expected_counts = [combos.count(tuple(a)) for a in fitted.prototype_attributes_]
+    assert fitted.prototype_counts_.tolist() == expected_counts
+    assert fitted.input_shape_ == (1, 600)
+    assert fitted.n_features_in_ == 600
+    assert fitted.n_iter_ == 15
+    assert isinstance(fitted.net_.criterion_, CROCSLoss)
+    assert isinstance(fitted.net_.module_, CNNEncoder)
+    assert fitted.labels_.shape == (len(X),)
+    # The fitted prototypes are the criterion's parameters, normalised.
+    learned = torch.nn.functional.normalize(fitted.net_.criterion_.prototypes.detach(), dim=1)
+    np.testing.assert_allclose(fitted.prototypes_, learned.numpy(), rtol=1e-6)
+
+
+def test_history_has_loss_parts(fitted):
+    history = fitted.net_.history
+    for key in ("train_loss", "train_nce", "train_reg"):
+        assert len(history[:, key]) == 15
+    np.testing.assert_allclose(
+        history[:, "train_loss"],
+        np.add(history[:, "train_nce"], history[:, "train_reg"]),
+        rtol=1e-5,
+    )
+    assert history[-1, "train_loss"] < history[0, "train_loss"]
+
+
+def test_learns_the_class_attribute(fitted, synthetic):
+    X, y, _ = synthetic
+    predicted = fitted.predict(X)
+    assert adjusted_mutual_info_score(y["rhythm"], predicted["rhythm"]) > 0.5
+    assert fitted.score(X, y) > 0.6
+
+
+def test_transform_predict_and_proba_agree(fitted, synthetic):
+    X, _, _ = synthetic
+    embeddings = fitted.transform(X)
+    assert embeddings.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1, rtol=1e-5)
+    proba = fitted.predict_proba(X)
+    assert proba.shape == (len(X), 12)
+    np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-5)
+    nearest = np.argmax(proba, axis=1)
+    expected = pd.DataFrame(fitted.prototype_attributes_[nearest], columns=fitted.attribute_names_)
+    pd.testing.assert_frame_equal(fitted.predict(X), expected, check_dtype=False)
+    assert (fitted.predict(X).dtypes == synthetic[1].dtypes).all()
+    # Euclidean nearest prototype on unit vectors = cosine nearest.
+    distances = np.linalg.norm(embeddings[:, None] - fitted.prototypes_[None], axis=2)
+    np.testing.assert_array_equal(np.argmin(distances, axis=1), nearest)
+    np.testing.assert_array_equal(fitted.labels_, nearest)
+
+
+def test_score_is_mean_per_attribute_accuracy(fitted, synthetic):
+    X, y, _ = synthetic
+    predicted = fitted.predict(X)
+    expected = np.mean([(predicted[c] == y[c]).mean() for c in y.columns])
+    assert fitted.score(X, y) == pytest.approx(expected)
+
+
+def test_fit_predict_and_fit_transform_match_separate_calls(synthetic):
+    X, y, groups = synthetic
+    predicted = _model().fit(X, y).predict(X)
+    pd.testing.assert_frame_equal(_model().fit_predict(X, y), predicted)
+    embeddings = _model().fit(X, y).transform(X)
+    np.testing.assert_allclose(_model().fit_transform(X, y), embeddings, rtol=1e-6)
+
+
+# ------------------------------------------------------------------ y layouts
+def test_one_dimensional_y(synthetic):
+    X, y, _ = synthetic
+    model = _model().fit(X, y["rhythm"].to_numpy())
+    assert model.attribute_names_ == ["attribute_0"]
+    predicted = model.predict(X)
+    assert predicted.shape == (len(X),)
+    assert set(predicted) <= {"AFIB", "SB", "SR"}
+    assert model.prototype_attributes_.shape == (3, 1)
+    assert _model().fit(X, y["rhythm"]).attribute_names_ == ["rhythm"]  # a named Series
+
+
+def test_two_dimensional_integer_y(synthetic):
+    X, y, _ = synthetic
+    codes = np.column_stack([pd.factorize(y[c], sort=True)[0] for c in y.columns])
+    model = _model().fit(X, codes)
+    predicted = model.predict(X)
+    assert isinstance(predicted, np.ndarray)
+    assert predicted.shape == (len(X), 3)
+    assert predicted.dtype == codes.dtype
+    assert model.score(X, codes) == pytest.approx(np.mean(predicted == codes))
+
+
+def test_dataframe_y_keeps_columns_and_mixed_types(synthetic):
+    X, y, _ = synthetic
+    y = y.assign(age_group=(y["age_group"] == ">=60").astype(int))
+    model = _model().fit(X, y)
+    assert model.prototype_attributes_.dtype == object
+    predicted = model.predict(X)
+    assert list(predicted.columns) == ["rhythm", "sex", "age_group"]
+    assert predicted["age_group"].dtype == np.int64
+    assert set(predicted["age_group"]) <= {0, 1}
+
+
+def test_class_attribute_by_name_and_position(synthetic):
+    X, y, _ = synthetic
+    by_name = _model(class_attribute="sex").fit(X, y)
+    by_position = _model(class_attribute=1).fit(X, y)
+    np.testing.assert_array_equal(by_name.prototypes_, by_position.prototypes_)
+    weights = by_name.net_.criterion_.weights.numpy()
+    same_sex = (
+        by_name.prototype_attributes_[:, None, 1] == by_name.prototype_attributes_[None, :, 1]
+    )
+    assert np.all(weights[~same_sex] == 0)
+    assert np.all(weights[same_sex] > 0)
+
+
+def test_loss_variants_reach_the_criterion(synthetic):
+    X, y, _ = synthetic
+    hard = _model(loss="hard", max_epochs=1).fit(X, y)
+    np.testing.assert_array_equal(hard.net_.criterion_.weights.numpy(), np.eye(12))
+    uniform = _model(tau_w=math.inf, beta=0.0, max_epochs=1).fit(X, y)
+    weights = uniform.net_.criterion_.weights.numpy()
+    np.testing.assert_allclose(weights[weights > 0], 0.25)
+    assert uniform.net_.history[-1, "train_reg"] == 0.0
+
+
+def test_combination_without_examples(synthetic):
+    X, y, groups = synthetic
+    unseen = (y["rhythm"] == "SB") & (y["sex"] == "F") & (y["age_group"] == "<60")
+    assert unseen.any()
+    X_seen, y_seen = X[~unseen.to_numpy()], y[~unseen].reset_index(drop=True)
+    learned = _model().fit(X_seen, y_seen)
+    assert learned.prototypes_.shape[0] == 12
+    row = [tuple(a) for a in learned.prototype_attributes_].index(("SB", "F", "<60"))
+    assert learned.prototype_counts_[row] == 0
+    init = _model(max_epochs=1, lr=1e-12).fit(X_seen, y_seen).prototypes_[row]
+    assert not np.allclose(learned.prototypes_[row], init)  # it was trained
+    with pytest.warns(UserWarning, match=r"1 of 12 attribute combinations .* \('SB', 'F', '<60'\)"):
+        mean = _model(prototypes="mean").fit(X_seen, y_seen)
+    assert mean.prototypes_.shape[0] == 11
+    assert ("SB", "F", "<60") not in [tuple(a) for a in mean.prototype_attributes_]
+    assert (mean.prototype_counts_ > 0).all()
+
+
+def test_mean_prototypes_are_normalised_class_means(synthetic):
+    X, y, _ = synthetic
+    model = _model(prototypes="mean").fit(X, y)
+    embeddings = model.transform(X)
+    for prototype, attributes in zip(model.prototypes_, model.prototype_attributes_):
+        members = (y.to_numpy() == attributes).all(axis=1)
+        mean = embeddings[members].mean(axis=0)
+        np.testing.assert_allclose(prototype, mean / np.linalg.norm(mean), rtol=1e-4, atol=1e-6)
+    learned, _ = model.get_prototypes("learned")
+    np.testing.assert_allclose(
+        learned,
+        torch.nn.functional.normalize(model.net_.criterion_.prototypes.detach(), dim=1),
+        rtol=1e-6,
+    )
+    with pytest.raises(ValueError, match="kind must be"):
+        model.get_prototypes("median")
+
+
+# ------------------------------------------------------------------ inputs
+def test_multilead_and_single_lead_layouts(synthetic):
+    X, y, _ = synthetic
+    two_d = _model().fit(X[:, 0, :], y)
+    three_d = _model().fit(X, y)
+    np.testing.assert_array_equal(two_d.prototypes_, three_d.prototypes_)
+    np.testing.assert_array_equal(two_d.transform(X), two_d.transform(X[:, 0, :]))
+    X12 = np.repeat(X, 3, axis=1)
+    model = _model().fit(X12, y)
+    assert model.input_shape_ == (3, 600)
+    assert model.net_.module_.features[0].in_channels == 3
+    assert model.transform(X12).shape == (len(X), 16)
+
+
+def test_float64_and_list_input_give_the_same_model(synthetic):
+    X, y, _ = synthetic
+    reference = _model(max_epochs=2).fit(X, y).prototypes_
+    np.testing.assert_array_equal(
+        _model(max_epochs=2).fit(X.astype(np.float64), y).prototypes_, reference
+    )
+    np.testing.assert_array_equal(_model(max_epochs=2).fit(X.tolist(), y).prototypes_, reference)
+
+
+class _GRUEncoder(nn.Module):
+    """A user-defined encoder following the constructor contract."""
+
+    def __init__(self, in_channels, n_timepoints, embedding_dim, hidden=8):
+        super().__init__()
+        self.gru = nn.GRU(in_channels, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, embedding_dim)
+
+    def forward(self, x):
+        _, h = self.gru(x[:, :, ::10].transpose(1, 2))
+        return self.out(h[-1])
+
+
+def test_custom_encoder_class_and_resnet(synthetic):
+    X, y, _ = synthetic
+    model = _model(encoder=_GRUEncoder, encoder_params={"hidden": 4}, max_epochs=2).fit(X, y)
+    assert isinstance(model.net_.module_, _GRUEncoder)
+    assert model.net_.module_.gru.hidden_size == 4
+    assert model.transform(X[:3]).shape == (3, 16)
+    resnet = _model(encoder="resnet", encoder_params={"channels": (8, 16)}, max_epochs=2)
+    assert resnet.fit(X, y).predict(X[:2]).shape == (2, 3)
+
+
+# ------------------------------------------------------------------ training control
+def test_early_stopping_with_patient_groups(synthetic):
+    X, y, groups = synthetic
+    model = CROCSClusterer(
+        **{**FAST, "max_epochs": 200, "lr": 3e-2},
+        validation_fraction=0.25,
+        n_iter_no_change=3,
+        random_state=0,
+    ).fit(X, y, groups=groups)
+    assert model.n_iter_ < 200
+    history = model.net_.history
+    assert "valid_loss" in history[-1] and "valid_nce" in history[-1]
+    best = int(np.argmin(history[:, "valid_loss"]))
+    assert model.n_iter_ == best + 1 + 3
+    # The best epoch's prototypes were restored, not the last epoch's.
+    valid_X, valid_y = _validation_part(model, X, y, groups)
+    criterion = model.net_.criterion_
+    with torch.no_grad():
+        embeddings = model.net_.forward(valid_X)
+        loss = criterion(embeddings, torch.as_tensor(valid_y)).item()
+    assert loss == pytest.approx(history[best, "valid_loss"], rel=1e-4)
+
+
+def _validation_part(model, X, y, groups):
+    dataset = model.net_.train_split(None)[1]
+    return dataset.X.numpy(), dataset.y.numpy()
+
+
+def test_validation_split_keeps_patients_together(synthetic):
+    X, y, groups = synthetic
+    model = _model(validation_fraction=0.25, n_iter_no_change=50, max_epochs=1)
+    model.fit(X, y, groups=groups)
+    valid_X, _ = _validation_part(model, X, y, groups)
+    valid_rows = {row.tobytes() for row in valid_X}
+    in_valid = np.array([x.tobytes() in valid_rows for x in X])
+    assert 0 < in_valid.sum() < len(X)
+    for patient in np.unique(groups):
+        assert len(set(in_valid[groups == patient])) == 1
+
+
+def test_verbose_prints_progress_and_zero_is_silent(synthetic, capsys):
+    X, y, groups = synthetic
+    _model(max_epochs=2).fit(X, y)
+    assert capsys.readouterr().out == ""
+    _model(max_epochs=2, verbose=1, validation_fraction=0.25).fit(X, y, groups=groups)
+    out = capsys.readouterr().out
+    for column in ("epoch", "train_loss", "train_nce", "train_reg", "valid_loss", "dur"):
+        assert column in out
+    assert len([line for line in out.splitlines() if line.strip().startswith(("1 ", "2 "))]) == 2
+
+
+# ------------------------------------------------------------------ reproducibility
+def test_same_random_state_gives_identical_model_and_leaves_global_rngs(synthetic):
+    X, y, groups = synthetic
+    np.random.seed(123)
+    torch.manual_seed(456)
+    numpy_state = np.random.get_state()
+    torch_state = torch.get_rng_state()
+    params = {"validation_fraction": 0.25, "max_epochs": 3}
+    first = _model(**params).fit(X, y, groups=groups)
+    second = _model(**params).fit(X, y, groups=groups)
+    np.testing.assert_array_equal(first.prototypes_, second.prototypes_)
+    np.testing.assert_array_equal(first.transform(X), second.transform(X))
+    pd.testing.assert_frame_equal(first.predict(X), second.predict(X))
+    other = _model(random_state=1, **params).fit(X, y, groups=groups)
+    assert not np.array_equal(first.prototypes_, other.prototypes_)
+    _model(random_state=None, max_epochs=1).fit(X, y)
+    after_numpy = np.random.get_state()
+    assert after_numpy[0] == numpy_state[0]
+    np.testing.assert_array_equal(after_numpy[1], numpy_state[1])
+    assert after_numpy[2:] == numpy_state[2:]
+    assert torch.equal(torch.get_rng_state(), torch_state)
+
+
+def test_joblib_and_pickle_round_trip(fitted, synthetic, tmp_path):
+    X, _, _ = synthetic
+    path = tmp_path / "model.joblib"
+    joblib.dump(fitted, path)
+    loaded = joblib.load(path)
+    np.testing.assert_array_equal(loaded.transform(X), fitted.transform(X))
+    pd.testing.assert_frame_equal(loaded.predict(X), fitted.predict(X))
+    restored = pickle.loads(pickle.dumps(fitted))
+    np.testing.assert_array_equal(restored.predict_proba(X), fitted.predict_proba(X))
+
+
+# ------------------------------------------------------------------ composition
+def test_clone_get_and_set_params():
+    model = CROCSClusterer(tau_w=1, beta=0.2, encoder_params={"dropout": 0.2})
+    params = model.get_params()
+    assert params["tau_w"] == 1 and params["beta"] == 0.2
+    copy = clone(model)
+    assert copy.get_params() == params
+    assert copy.encoder_params is not model.encoder_params
+    model.set_params(tau_w=math.inf, beta=0.0)
+    assert (model.tau_w, model.beta) == (math.inf, 0.0)
+    assert not hasattr(copy, "net_")
+
+
+def test_km_crocs_pipeline(synthetic):
+    X, y, _ = synthetic
+    pipeline = make_pipeline(_model(), KMeans(n_clusters=3, n_init=3, random_state=0))
+    labels = pipeline.fit(X, y).predict(X)
+    assert labels.shape == (len(X),)
+    assert set(labels) <= {0, 1, 2}
+    crocs = pipeline[0]
+    np.testing.assert_allclose(pipeline[-1].cluster_centers_.shape, (3, crocs.embedding_dim))
+    # The pipeline's first step is a fitted CROCSClusterer usable on its own.
+    assert crocs.predict(X[:2]).shape == (2, 3)
+
+
+def test_set_output_pandas(synthetic):
+    X, y, _ = synthetic
+    model = _model(max_epochs=1).set_output(transform="pandas").fit(X[:, 0, :], y)
+    frame = model.transform(X[:4, 0, :])
+    assert list(frame.columns) == [f"crocsclusterer{i}" for i in range(16)]
+
+
+def test_grid_search_with_group_kfold(synthetic):
+    X, y, groups = synthetic
+    search = GridSearchCV(
+        _model(max_epochs=3),
+        param_grid={"tau_w": [1.0, math.inf], "beta": [0.0, 0.2]},
+        cv=GroupKFold(n_splits=3),
+    )
+    search.fit(X, y, groups=groups)
+    assert len(search.cv_results_["params"]) == 4
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert search.best_estimator_.predict(X[:2]).shape == (2, 3)
+    for train, test in GroupKFold(n_splits=3).split(X, y, groups):
+        assert not set(groups[train]) & set(groups[test])
+
+
+def test_groups_routed_to_fit_with_metadata_routing(synthetic):
+    X, y, groups = synthetic
+    with config_context(enable_metadata_routing=True):
+        model = _model(max_epochs=1, validation_fraction=0.25).set_fit_request(groups=True)
+        result = cross_validate(model, X, y, params={"groups": groups}, cv=GroupKFold(n_splits=2))
+    assert len(result["test_score"]) == 2
+
+
+# ------------------------------------------------------------------ bad input
+def test_not_fitted():
+    with pytest.raises(NotFittedError):
+        CROCSClusterer().predict(np.zeros((2, 500)))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error", "message"),
+    [
+        (
+            lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 5, np.nan, X), y),
+            ValueError,
+            "NaN",
+        ),
+        (
+            lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 5, np.inf, X), y),
+            ValueError,
+            "infinity",
+        ),
+        (lambda X, y: (X[:, 0, 0], y), ValueError, "Expected 2D array, got 1D array"),
+        (lambda X, y: (X[:, :, None, :], y), ValueError, "got an array with 4 dimensions"),
+        (lambda X, y: (X[:0], y[:0]), ValueError, "0 sample"),
+        (lambda X, y: (X, y[:-1]), ValueError, "inconsistent numbers of samples"),
+        (lambda X, y: (X, None), ValueError, "requires y to be passed"),
+        (
+            lambda X, y: (X, y.assign(site="A")),
+            ValueError,
+            "Attribute 'site' takes the single value 'A'",
+        ),
+        (
+            lambda X, y: (X, y.assign(sex=y["sex"].where(y.index > 3))),
+            ValueError,
+            r"missing values .* 'sex' \(4\)",
+        ),
+        (lambda X, y: (X, y.assign(sex=[1, "F"] * (len(y) // 2))), TypeError, "one type"),
+        (lambda X, y: (X, np.zeros((len(y), 2, 2))), ValueError, "y must have shape"),
+        (lambda X, y: (X[:, :, :100], y), ValueError, "needs at least 388 time points"),
+        (lambda X, y: (np.array([["a"] * 600] * len(y)), y), ValueError, "could not convert"),
+    ],
+    ids=[
+        "nan",
+        "inf",
+        "1d-X",
+        "4d-X",
+        "empty",
+        "y-length",
+        "no-y",
+        "constant-attribute",
+        "missing-attribute",
+        "mixed-types",
+        "3d-y",
+        "too-short",
+        "strings",
+    ],
+)
+def test_bad_fit_input(synthetic, mutate, error, message):
+    X, y, _ = synthetic
+    X_bad, y_bad = mutate(X, y)
+    with pytest.raises(error, match=message):
+        CROCSClusterer(max_epochs=1, validation_fraction=None).fit(X_bad, y_bad)
+
+
+def test_bad_predict_input(fitted, synthetic):
+    X, y, _ = synthetic
+    with pytest.raises(
+        ValueError,
+        match=r"X has 3 lead\(s\) of 600 samples, but CROCSClusterer was fitted on 1 lead\(s\) of 600",
+    ):
+        fitted.predict(np.repeat(X, 3, axis=1))
+    with pytest.raises(ValueError, match=r"X has 1 lead\(s\) of 500 samples"):
+        fitted.transform(X[:, :, :500])
+    with pytest.raises(ValueError, match="NaN"):
+        fitted.predict(np.full_like(X, np.nan))
+    with pytest.raises(ValueError, match="Expected 2D array, got 1D array"):
+        fitted.predict(X[0, 0])
+    with pytest.raises(
+        ValueError,
+        match=r"Attribute 'sex' has values \['X'\] that were not seen in fit; known values: \['F', 'M'\]",
+    ):
+        fitted.score(X, y.assign(sex="X"))
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        fitted.score(X, y[:-2])
+    with pytest.raises(ValueError, match=r"y has attributes \['rhythm', 'sex'\]"):
+        fitted.score(X, y[["rhythm", "sex"]])
+
+
+def test_bad_parameters(synthetic):
+    X, y, groups = synthetic
+    with pytest.raises(ValueError, match="The 'tau_w' parameter"):
+        CROCSClusterer(tau_w=0).fit(X, y)
+    with pytest.raises(ValueError, match="The 'encoder' parameter"):
+        CROCSClusterer(encoder="transformer").fit(X, y)
+    with pytest.raises(TypeError, match="torch.nn.Module subclass; got the class dict"):
+        CROCSClusterer(encoder=dict, validation_fraction=None).fit(X, y)
+    with pytest.raises(ValueError, match=r"class_attribute='diagnosis' is not an attribute of y"):
+        CROCSClusterer(class_attribute="diagnosis").fit(X, y)
+    with pytest.raises(ValueError, match="class_attribute=5 but y has only 3 attribute"):
+        CROCSClusterer(class_attribute=5).fit(X, y)
+    with pytest.raises(ValueError, match="leaves no training group"):
+        CROCSClusterer(validation_fraction=0.5).fit(X, y, groups=np.zeros(len(X)))
+    with pytest.raises(ValueError, match="more than 10000"):
+        CROCSClusterer().fit(
+            np.zeros((20001, 2)), np.column_stack([np.arange(20001), np.arange(20001) % 2])
+        )
+
+
+def test_many_fits_warn_nothing_unexpected(synthetic):
+    X, y, _ = synthetic
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _model(max_epochs=1).fit(X, y).predict(X)
