@@ -7,6 +7,7 @@ import contextlib
 import math
 import os
 import shutil
+import sys
 import uuid
 import warnings
 from importlib import resources
@@ -237,6 +238,19 @@ def _atomic_path(path):
         raise
 
 
+def _warn(message, category=UserWarning):
+    """Warn with the location of the first caller outside this package."""
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    frame = sys._getframe(1)  # the caller of _warn, i.e. stacklevel=2
+    level = 2
+    while frame is not None and os.path.dirname(
+        os.path.abspath(frame.f_code.co_filename)
+    ).startswith(package_dir):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
+
+
 class _ExclusionLog:
     """Records left out by a loader, with the reason, warned about together.
 
@@ -256,18 +270,16 @@ class _ExclusionLog:
     def count(self, kind):
         return sum(row["kind"] == kind for row in self._rows)
 
-    def warn_skipped(self, n_total, *, what="records", stacklevel=3):
+    def warn_skipped(self, n_total, *, what="records"):
         skipped = [row for row in self._rows if row["kind"] == "skipped"]
         if not skipped:
             return
-        shown = "; ".join(f"{row['record']}: {row['reason']}" for row in skipped[:5])
-        more = f"; ... and {len(skipped) - 5} more" if len(skipped) > 5 else ""
-        warnings.warn(
+        first = skipped[0]["reason"].rstrip(".")
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        _warn(
             f"Skipped {len(skipped)} of {n_total} {what} that could not be used "
-            f"(on_error='skip'): {shown}{more}. The full list is in the "
-            f"returned Bunch's 'excluded' DataFrame.",
-            UserWarning,
-            stacklevel=stacklevel,
+            f"(on_error='skip'): {first}{more}. The full list is in the returned "
+            f"Bunch's 'excluded' DataFrame."
         )
 
     def frame(self):

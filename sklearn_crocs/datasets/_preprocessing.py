@@ -1,0 +1,583 @@
+"""Preprocessing of the paper (Appendix A): frames, resampling, normalisation,
+leads as instances and age quartiles.
+
+CROCS cuts every recording into non-overlapping frames of 2500 samples; for
+Chapman it first downsamples 500 Hz to 250 Hz, treats each lead as its own
+single-lead instance and min-max scales each frame to [0, 1]; for PTB-XL it
+z-scores each frame. Age becomes quartiles fitted on the training set only.
+Attributes and patient ids travel along with every frame/instance so that
+splits stay at the patient level.
+"""
+
+import math
+import numbers
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+from scipy.signal import resample_poly
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.preprocessing import KBinsDiscretizer
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+_NORMALIZE_METHODS = ("zscore", "minmax")
+
+
+def _as_signal_array(X, *, name="X", min_ndim=1):
+    """``X`` as a float ndarray, with a clear error for bad input."""
+    if isinstance(X, (list, tuple)) and X and isinstance(X[0], np.ndarray):
+        if len({np.shape(x) for x in X}) > 1:
+            raise ValueError(
+                f"{name} is a list of arrays of different shapes; this function "
+                f"needs one array of shape (n_records, [n_leads,] n_samples). "
+                f"Crop the records to one length first (e.g. signal_length=... "
+                f"in the loaders)."
+            )
+    X = np.asarray(X)
+    if X.dtype == object or not (
+        np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)
+    ):
+        raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}.")
+    if X.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimension(s), got shape {X.shape}.")
+    if not np.issubdtype(X.dtype, np.floating):
+        X = X.astype(np.float64)
+    return X
+
+
+def _check_finite(X, name="X"):
+    if not np.all(np.isfinite(X)):
+        raise ValueError(
+            f"{name} contains NaN or infinite values; remove or repair those "
+            f"records first (the loaders reject such records or skip them with "
+            f"on_error='skip')."
+        )
+
+
+def _repeat_rows(values, repeats, name, n_records):
+    """Rows of ``values`` (DataFrame, Series, array-like) repeated per record."""
+    if values is None:
+        return None
+    if len(values) != n_records:
+        raise ValueError(
+            f"{name} has {len(values)} rows but X has {n_records} records; they "
+            f"must correspond one to one."
+        )
+    index = np.repeat(np.arange(n_records), repeats)
+    if isinstance(values, (pd.DataFrame, pd.Series)):
+        return values.iloc[index].reset_index(drop=True)
+    return np.asarray(values)[index]
+
+
+def make_frames(X, frame_length=2500, *, attributes=None, groups=None, on_short="raise"):
+    """Cut each record into non-overlapping frames along its last axis.
+
+    Record ``i`` of length ``T_i`` gives ``T_i // frame_length`` consecutive
+    frames; its trailing ``T_i % frame_length`` samples, too few for a whole
+    frame, are dropped. This only trims the tail of a record: every record
+    that is at least one frame long contributes frames. A 10-s record at
+    500 Hz (5000 samples) gives two 2500-sample frames, as in the paper.
+    Attributes and groups of record ``i`` are repeated for each of its frames,
+    so splits by patient stay valid after framing.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_records, n_samples) or (n_records, n_leads, \
+n_samples), or list of arrays
+        The signals. A list may hold records of different lengths (each
+        ``(n_samples_i,)`` or ``(n_leads, n_samples_i)``), as returned by the
+        loaders with ``signal_length="variable"``.
+    frame_length : int, default=2500
+        Samples per frame.
+    attributes : pandas.DataFrame, pandas.Series or array-like, default=None
+        One row per record; returned with one row per frame (a DataFrame gets
+        a fresh 0..n_frames-1 index).
+    groups : array-like of shape (n_records,), default=None
+        Patient ids; returned repeated per frame.
+    on_short : {"raise", "skip"}, default="raise"
+        What to do with a record shorter than ``frame_length``: raise a
+        ValueError, or leave it out with a warning that counts such records.
+
+    Returns
+    -------
+    frames : ndarray of shape (n_frames, [n_leads,] frame_length)
+        The frames, record by record, in time order within each record.
+    attributes : same type as the input, or None
+        One row per frame.
+    groups : ndarray of shape (n_frames,), or None
+        One id per frame.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_crocs.datasets import make_frames
+    >>> X = np.arange(2 * 3 * 10, dtype=float).reshape(2, 3, 10)  # 2 records
+    >>> frames, attrs, groups = make_frames(
+    ...     X, frame_length=4, attributes=["AFIB", "SR"], groups=[7, 8])
+    >>> frames.shape  # 10 // 4 = 2 frames per record; 2 tail samples dropped
+    (4, 3, 4)
+    >>> attrs.tolist(), groups.tolist()
+    (['AFIB', 'AFIB', 'SR', 'SR'], [7, 7, 8, 8])
+    """
+    if (
+        not isinstance(frame_length, numbers.Integral)
+        or isinstance(frame_length, bool)
+        or frame_length < 1
+    ):
+        raise ValueError(f"frame_length must be a positive int, got {frame_length!r}.")
+    if on_short not in ("raise", "skip"):
+        raise ValueError(f"on_short must be 'raise' or 'skip', got {on_short!r}.")
+    if isinstance(X, (list, tuple)):
+        records = [_as_signal_array(x, name="each record of X") for x in X]
+        if not records:
+            raise ValueError("X is empty: there are no records to frame.")
+        if len({x.shape[:-1] for x in records}) > 1:
+            raise ValueError(
+                "the records of X have different numbers of leads "
+                f"({sorted({x.shape[:-1] for x in records})}); all must match."
+            )
+    else:
+        X = _as_signal_array(X, min_ndim=2)
+        if X.shape[0] == 0:
+            raise ValueError("X is empty: there are no records to frame.")
+        records = None
+    lengths = (
+        np.array([x.shape[-1] for x in records])
+        if records is not None
+        else np.full(X.shape[0], X.shape[-1])
+    )
+    n_records = len(lengths)
+    counts = lengths // frame_length
+    short = np.flatnonzero(counts == 0)
+    if short.size:
+        detail = ", ".join(f"record {i} ({lengths[i]} samples)" for i in short[:5]) + (
+            " ..." if short.size > 5 else ""
+        )
+        if on_short == "raise" or short.size == n_records:
+            raise ValueError(
+                f"{short.size} of {n_records} records are shorter than "
+                f"frame_length={frame_length}: {detail}. Use a shorter "
+                f"frame_length, drop those records, or pass on_short='skip'."
+            )
+        warnings.warn(
+            f"Skipped {short.size} of {n_records} records shorter than "
+            f"frame_length={frame_length}: {detail}.",
+            UserWarning,
+            stacklevel=2,
+        )
+
+    if records is None:
+        k = int(counts[0])
+        trimmed = X[..., : k * frame_length]
+        # (n, [L,] k, F) -> (n, k, [L,] F) -> (n * k, [L,] F)
+        framed = trimmed.reshape(*X.shape[:-1], k, frame_length)
+        framed = np.moveaxis(framed, -2, 1)
+        frames = np.ascontiguousarray(framed).reshape(n_records * k, *X.shape[1:-1], frame_length)
+    else:
+        pieces = []
+        for x, k in zip(records, counts):
+            if k:
+                framed = x[..., : k * frame_length].reshape(*x.shape[:-1], k, frame_length)
+                pieces.append(np.moveaxis(framed, -2, 0))
+        frames = np.ascontiguousarray(np.concatenate(pieces, axis=0))
+    attributes = _repeat_rows(attributes, counts, "attributes", n_records)
+    groups = _repeat_rows(groups, counts, "groups", n_records)
+    return frames, attributes, groups
+
+
+def resample_signals(X, orig_fs, target_fs):
+    """Resample signals along their last axis with a polyphase filter.
+
+    Uses :func:`scipy.signal.resample_poly` with ``up/down = target_fs /
+    orig_fs`` reduced to lowest terms, and ``padtype="line"`` so that the
+    ends of a record with a baseline offset are not pulled towards zero. The
+    paper downsamples Chapman from 500 Hz to 250 Hz. A record of ``n``
+    samples becomes ``ceil(n * target_fs / orig_fs)`` samples.
+
+    Parameters
+    ----------
+    X : array-like of shape (..., n_samples)
+        Signals, time on the last axis.
+    orig_fs : float
+        Sampling rate of ``X`` in Hz.
+    target_fs : float
+        Wanted sampling rate in Hz.
+
+    Returns
+    -------
+    X_resampled : ndarray of shape (..., n_samples_out)
+        Same float dtype as ``X`` (float64 for integer input); a copy even
+        when the two rates are equal.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_crocs.datasets import resample_signals
+    >>> X = np.zeros((3, 12, 5000), dtype=np.float32)
+    >>> resample_signals(X, 500, 250).shape
+    (3, 12, 2500)
+    """
+    for name, value in (("orig_fs", orig_fs), ("target_fs", target_fs)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise ValueError(f"{name} must be a positive number of Hz, got {value!r}.")
+    X = _as_signal_array(X)
+    ratio = Fraction(target_fs).limit_denominator(10**6) / Fraction(orig_fs).limit_denominator(
+        10**6
+    )
+    up, down = ratio.numerator, ratio.denominator
+    if max(up, down) > 1000:
+        raise ValueError(
+            f"The ratio target_fs/orig_fs = {target_fs}/{orig_fs} reduces to "
+            f"{up}/{down}, which needs an impractically long filter; choose "
+            f"rates with a simpler ratio."
+        )
+    if up == down:
+        return X.copy()
+    out = resample_poly(X, up, down, axis=-1, padtype="line")
+    return out.astype(X.dtype, copy=False)
+
+
+def _normalize(X, method):
+    if method == "zscore":
+        center = X.mean(axis=-1, keepdims=True)
+        scale = X.std(axis=-1, keepdims=True)
+    else:
+        center = X.min(axis=-1, keepdims=True)
+        scale = X.max(axis=-1, keepdims=True) - center
+    out = X - center
+    # A flat frame (zero spread) maps to all zeros instead of dividing by 0.
+    flat = scale == 0
+    np.divide(out, np.where(flat, 1, scale), out=out)
+    return out
+
+
+def normalize_frames(X, method="zscore"):
+    """Normalise every frame and lead separately along the last axis.
+
+    ``"zscore"`` (PTB-XL in the paper) subtracts the mean and divides by the
+    standard deviation; ``"minmax"`` (Chapman) maps the minimum to 0 and the
+    maximum to 1. A flat lead (zero standard deviation or range) becomes all
+    zeros rather than NaN.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_frames, [n_leads,] n_samples)
+        Frames, time on the last axis.
+    method : {"zscore", "minmax"}, default="zscore"
+
+    Returns
+    -------
+    X_normalized : ndarray, same shape as ``X``
+        float32 for float32 input, float64 otherwise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_crocs.datasets import normalize_frames
+    >>> X = np.array([[[0.0, 1.0, 2.0, 3.0], [5.0, 5.0, 5.0, 5.0]]])
+    >>> normalize_frames(X, method="minmax")
+    array([[[0.        , 0.33333333, 0.66666667, 1.        ],
+            [0.        , 0.        , 0.        , 0.        ]]])
+    """
+    if method not in _NORMALIZE_METHODS:
+        raise ValueError(
+            f"method must be 'zscore' (per-frame standardisation, PTB-XL) or "
+            f"'minmax' (scale each frame to [0, 1], Chapman), got {method!r}."
+        )
+    X = _as_signal_array(X)
+    _check_finite(X)
+    return _normalize(X, method)
+
+
+class FrameNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Normalise each frame and lead on its own (stateless transformer).
+
+    The scikit-learn counterpart of :func:`normalize_frames` for use in a
+    :class:`~sklearn.pipeline.Pipeline`: it learns nothing, so ``fit`` only
+    validates the input, and the same frame is normalised the same way in
+    training and at prediction time.
+
+    Parameters
+    ----------
+    method : {"zscore", "minmax"}, default="zscore"
+        ``"zscore"``: zero mean and unit standard deviation per frame and lead
+        (PTB-XL in the paper); ``"minmax"``: range [0, 1] (Chapman). Flat
+        leads become zeros.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        ``X.shape[1]`` seen in ``fit``: the number of samples for 2-D input
+        (n_frames, n_samples), the number of leads for 3-D input (n_frames,
+        n_leads, n_samples).
+
+    See Also
+    --------
+    normalize_frames : The same operation as a function.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_crocs.datasets import FrameNormalizer
+    >>> X = np.array([[1.0, 2.0, 3.0], [10.0, 10.0, 10.0]])
+    >>> FrameNormalizer(method="zscore").fit_transform(X).round(3)
+    array([[-1.225,  0.   ,  1.225],
+           [ 0.   ,  0.   ,  0.   ]])
+    """
+
+    def __init__(self, method="zscore"):
+        self.method = method
+
+    def _validate(self, X, reset):
+        if self.method not in _NORMALIZE_METHODS:
+            raise ValueError(f"method must be 'zscore' or 'minmax', got {self.method!r}.")
+        return validate_data(
+            self,
+            X,
+            reset=reset,
+            allow_nd=True,
+            dtype=[np.float64, np.float32],
+            ensure_min_features=1,
+        )
+
+    def fit(self, X, y=None):
+        """Validate ``X`` and record ``n_features_in_``; nothing is learned.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_frames, n_samples) or (n_frames, n_leads, \
+n_samples)
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : FrameNormalizer
+        """
+        self._validate(X, reset=True)
+        return self
+
+    def transform(self, X):
+        """Normalise each frame (and lead) of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_frames, n_samples) or (n_frames, n_leads, \
+n_samples)
+
+        Returns
+        -------
+        X_normalized : ndarray of the same shape
+        """
+        X = self._validate(X, reset=False)
+        return _normalize(X, self.method)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.requires_fit = False
+        tags.input_tags.three_d_array = True
+        return tags
+
+
+def leads_as_instances(X, attributes=None, groups=None):
+    """Turn every lead of every record (or frame) into a single-lead instance.
+
+    The paper treats each of Chapman's 12 leads as its own instance. Instance
+    ``i * n_leads + j`` is lead ``j`` of record ``i``; attributes and groups
+    of record ``i`` are repeated for its ``n_leads`` instances.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_records, n_leads, n_samples)
+    attributes : pandas.DataFrame, pandas.Series or array-like, default=None
+        One row per record.
+    groups : array-like of shape (n_records,), default=None
+        Patient ids.
+
+    Returns
+    -------
+    X_instances : ndarray of shape (n_records * n_leads, 1, n_samples)
+    attributes : same type as the input, or None
+        One row per instance.
+    groups : ndarray of shape (n_records * n_leads,), or None
+    lead_index : ndarray of shape (n_records * n_leads,), dtype int64
+        The lead each instance came from (index into the loader's
+        ``lead_names``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_crocs.datasets import leads_as_instances
+    >>> X = np.zeros((2, 12, 2500))
+    >>> X1, attrs, groups, lead = leads_as_instances(X, ["SR", "SB"], [1, 2])
+    >>> X1.shape
+    (24, 1, 2500)
+    >>> attrs[10:14].tolist(), groups[10:14].tolist(), lead[10:14].tolist()
+    (['SR', 'SR', 'SB', 'SB'], [1, 1, 2, 2], [10, 11, 0, 1])
+    """
+    X = _as_signal_array(X)
+    if X.ndim != 3:
+        raise ValueError(f"X must have shape (n_records, n_leads, n_samples), got shape {X.shape}.")
+    n_records, n_leads, n_samples = X.shape
+    X_instances = X.reshape(n_records * n_leads, 1, n_samples)
+    repeats = np.full(n_records, n_leads)
+    attributes = _repeat_rows(attributes, repeats, "attributes", n_records)
+    groups = _repeat_rows(groups, repeats, "groups", n_records)
+    lead_index = np.tile(np.arange(n_leads, dtype=np.int64), n_records)
+    return X_instances, attributes, groups, lead_index
+
+
+class AgeGroupEncoder(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Discretise age into quantile groups learned on the training data.
+
+    The paper turns age into quartiles. The bin edges are the quantiles of the
+    ages passed to ``fit`` (scikit-learn's
+    :class:`~sklearn.preprocessing.KBinsDiscretizer` with
+    ``strategy="quantile"``), so fit it on the training split only and reuse
+    it for validation and test data. Ages outside the training range fall
+    into the first or last group.
+
+    Parameters
+    ----------
+    n_groups : int, default=4
+        Number of groups (4: quartiles). Fewer are produced when ties make
+        quantile edges coincide (KBinsDiscretizer then warns).
+    output : {"label", "ordinal"}, default="label"
+        ``"label"``: readable labels such as ``"<=48"``, ``"49-59"``,
+        ``">=70"`` (object dtype); ``"ordinal"``: the group index as float.
+
+    Attributes
+    ----------
+    bin_edges_ : ndarray of shape (n_groups_ + 1,)
+        Edges of the groups; group ``k`` holds ``bin_edges_[k] <= age <
+        bin_edges_[k + 1]`` (the last group also holds its upper edge).
+    labels_ : list of str
+        Label of each group. When all training ages are whole numbers the
+        labels are whole-year ranges (``"49-59"`` holds 49 to 59 inclusive);
+        otherwise they are half-open intervals.
+    discretizer_ : KBinsDiscretizer
+        The fitted discretiser.
+    n_features_in_ : int
+        Always 1 (a single age column).
+    feature_names_in_ : ndarray of shape (1,)
+        Defined when ``X`` had a string column name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_crocs.datasets import AgeGroupEncoder
+    >>> ages = np.array([[25], [40], [49], [55], [60], [66], [71], [85]])
+    >>> encoder = AgeGroupEncoder().fit(ages)
+    >>> encoder.labels_
+    ['<=44', '45-57', '58-68', '>=69']
+    >>> encoder.transform([[30], [58], [90]]).ravel().tolist()
+    ['<=44', '58-68', '>=69']
+    """
+
+    def __init__(self, n_groups=4, output="label"):
+        self.n_groups = n_groups
+        self.output = output
+
+    def fit(self, X, y=None):
+        """Learn the group edges from the training ages.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, 1)
+            Ages in years (e.g. ``attributes[["age"]]``). NaN is not allowed.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : AgeGroupEncoder
+        """
+        if self.output not in ("label", "ordinal"):
+            raise ValueError(f"output must be 'label' or 'ordinal', got {self.output!r}.")
+        if (
+            not isinstance(self.n_groups, numbers.Integral)
+            or isinstance(self.n_groups, bool)
+            or self.n_groups < 2
+        ):
+            raise ValueError(f"n_groups must be an int >= 2, got {self.n_groups!r}.")
+        X = self._check_ages(X, reset=True)
+        params = {"n_bins": self.n_groups, "encode": "ordinal", "strategy": "quantile"}
+        if "quantile_method" in KBinsDiscretizer().get_params():
+            params["quantile_method"] = "averaged_inverted_cdf"
+        params["subsample"] = None
+        self.discretizer_ = KBinsDiscretizer(**params).fit(X)
+        self.bin_edges_ = np.asarray(self.discretizer_.bin_edges_[0], dtype=float)
+        integral = bool(np.all(X == np.round(X)))
+        self.labels_ = _group_labels(self.bin_edges_, integral)
+        return self
+
+    def transform(self, X):
+        """Map ages to their group.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, 1)
+            Ages in years.
+
+        Returns
+        -------
+        groups : ndarray of shape (n_samples, 1)
+            Labels (object dtype) or group indices (float), see ``output``.
+        """
+        check_is_fitted(self)
+        X = self._check_ages(X, reset=False)
+        index = self.discretizer_.transform(X)
+        if self.output == "ordinal":
+            return index
+        return np.asarray(self.labels_, dtype=object)[index.astype(int)]
+
+    def _check_ages(self, X, reset):
+        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
+        if X.shape[1] != 1:
+            raise ValueError(
+                f"AgeGroupEncoder takes a single column of ages, got {X.shape[1]} "
+                f"columns; pass e.g. attributes[['age']]."
+            )
+        if not np.all(np.isfinite(X)):
+            raise ValueError(
+                "the ages contain NaN or infinite values; drop or impute the "
+                "records with unknown age before encoding age groups."
+            )
+        return X
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+def _group_labels(edges, integral):
+    inner = edges[1:-1]
+    n = len(edges) - 1
+    if n == 1:
+        return ["all"]
+    if integral:
+        # With whole-number ages, age < e  <=>  age <= ceil(e) - 1.
+        starts = [None] + [math.ceil(e) for e in inner]
+        stops = [math.ceil(e) - 1 for e in inner] + [None]
+        labels = []
+        for start, stop in zip(starts, stops):
+            if start is None:
+                labels.append(f"<={stop}")
+            elif stop is None:
+                labels.append(f">={start}")
+            elif start == stop:
+                labels.append(f"{start}")
+            else:
+                labels.append(f"{start}-{stop}")
+        return labels
+    labels = [f"<{inner[0]:g}"]
+    labels += [f"[{a:g}, {b:g})" for a, b in zip(inner[:-1], inner[1:])]
+    labels.append(f">={inner[-1]:g}")
+    return labels

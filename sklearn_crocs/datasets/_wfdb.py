@@ -1,0 +1,510 @@
+"""Reading WFDB records robustly, and the generic ``load_wfdb`` loader.
+
+Records are decoded by ``wfdb.rdrecord``. One real-world defect is recovered
+here rather than reported: headers of the Georgia 12-lead database as
+distributed in the PhysioNet/CinC challenges (e.g. ``E00271.hea``) name the
+record ``E00271.mat`` on their record line, which wfdb rejects as a syntax
+error. With ``repair_headers=True`` the record line is corrected in a
+temporary copy (the files themselves are never modified) and the record is
+read from there; the loader warns once with the number of repaired headers.
+Every other problem raises :class:`InvalidRecordError` naming the file.
+"""
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import wfdb
+from sklearn.utils import Bunch
+from wfdb.io.header import HeaderSyntaxError, parse_header_content
+
+from ._base import (
+    InvalidRecordError,
+    _check_leads,
+    _check_on_error,
+    _ExclusionLog,
+    _parse_comments,
+    _warn,
+    canonical_lead_name,
+)
+from ._records import (
+    RawRecord,
+    SignalCache,
+    check_fs,
+    check_signal_length,
+    collect_signals,
+    file_stats,
+)
+
+#: Physical units accepted in headers and the factor that converts them to mV.
+_UNIT_SCALE = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}
+
+
+def _record_base(path):
+    """A record path without the ``.hea`` extension, as a Path."""
+    path = Path(os.path.expanduser(os.fspath(path)))
+    if path.suffix == ".hea":
+        path = path.with_suffix("")
+    return path
+
+
+def _repair_record_line(text, record_name):
+    """Header text with a ``<name>.<ext>`` record name corrected, or None."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        first, _, rest = stripped.partition(" ")
+        if first != record_name and first.split(".", 1)[0] == record_name:
+            newline = "\n" if line.endswith("\n") else ""
+            lines[i] = f"{record_name} {rest}{newline}"
+            return "".join(lines)
+        return None
+    return None
+
+
+@contextlib.contextmanager
+def _repaired_copy(base, header_path, error):
+    """A temporary WFDB record with a corrected record line (see module doc)."""
+    text = header_path.read_text(encoding="utf-8", errors="replace")
+    fixed = _repair_record_line(text, base.name)
+    if fixed is None:
+        raise InvalidRecordError(
+            f"{header_path}: malformed WFDB header ({error}). Fix the file or "
+            f"pass on_error='skip' to leave the record out."
+        )
+    with tempfile.TemporaryDirectory(prefix="sklearn_crocs_wfdb_") as tmp:
+        tmp_base = Path(tmp) / base.name
+        tmp_base.with_suffix(".hea").write_text(fixed, encoding="utf-8")
+        try:
+            header = wfdb.rdheader(str(tmp_base))
+        except Exception as exc:
+            raise InvalidRecordError(
+                f"{header_path}: malformed WFDB header ({error}); correcting its "
+                f"record line did not help ({exc})."
+            ) from exc
+        for file_name in sorted(set(header.file_name or [])):
+            source = base.parent / file_name
+            if not source.exists():
+                raise InvalidRecordError(
+                    f"{header_path}: signal file {source} not found. Restore it "
+                    f"or pass on_error='skip'."
+                )
+            target = Path(tmp) / file_name
+            try:
+                os.symlink(source.resolve(), target)
+            except OSError:  # no symlinks (e.g. Windows without privileges)
+                shutil.copyfile(source, target)
+        yield tmp_base
+
+
+def read_wfdb_record(path, *, repair_headers=True):
+    """Decode one WFDB record into a :class:`RawRecord` (signal in mV).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The record, with or without the ``.hea`` extension.
+    repair_headers : bool, default=True
+        Recover headers whose record line names the record with a file
+        extension (Georgia/CinC); ``info["repaired"]`` tells when it happened.
+
+    Raises
+    ------
+    InvalidRecordError
+        For a missing or malformed header, a missing or unreadable signal
+        file, or unknown physical units; the message names the file.
+    """
+    base = _record_base(path)
+    header_path = base.with_name(base.name + ".hea")
+    if not header_path.exists():
+        raise InvalidRecordError(f"{header_path}: WFDB header file not found.")
+    repaired = False
+    try:
+        try:
+            record = wfdb.rdrecord(str(base))
+        except HeaderSyntaxError as exc:
+            if not repair_headers:
+                raise InvalidRecordError(
+                    f"{header_path}: malformed WFDB header ({exc}). Pass "
+                    f"repair_headers=True to correct a record line that names "
+                    f"the record with a file extension, or on_error='skip'."
+                ) from exc
+            with _repaired_copy(base, header_path, exc) as tmp_base:
+                record = wfdb.rdrecord(str(tmp_base))
+            repaired = True
+    except InvalidRecordError:
+        raise
+    except FileNotFoundError as exc:
+        missing = exc.filename or "a signal file"
+        raise InvalidRecordError(
+            f"{header_path}: signal file {missing} not found. Restore it or pass on_error='skip'."
+        ) from exc
+    except Exception as exc:  # wfdb raises many types for corrupt files
+        raise InvalidRecordError(
+            f"{header_path}: cannot read the record ({type(exc).__name__}: "
+            f"{exc}). The header or signal file is corrupt or truncated; "
+            f"restore it or pass on_error='skip'."
+        ) from exc
+    if record.p_signal is None or record.n_sig == 0:
+        raise InvalidRecordError(f"{header_path}: the record has no signals.")
+    scale = []
+    for unit in record.units:
+        key = str(unit).strip().lower()
+        if key not in _UNIT_SCALE:
+            raise InvalidRecordError(
+                f"{header_path}: unsupported physical unit {unit!r}; expected mV, uV or V."
+            )
+        scale.append(_UNIT_SCALE[key])
+    signal = record.p_signal.T * np.asarray(scale)[:, np.newaxis]
+    fs = float(record.fs)
+    return RawRecord(
+        signal=signal,
+        fs=int(fs) if fs.is_integer() else fs,
+        lead_names=[canonical_lead_name(name) for name in record.sig_name],
+        source=str(header_path),
+        info={"comments": list(record.comments), "repaired": repaired},
+    )
+
+
+def read_header_comments(path):
+    """The comment lines of a record's header (without ``#``), read quickly.
+
+    Uses wfdb's header-text splitter without decoding the record, so that
+    loaders can filter on attributes before reading any signal.
+    """
+    base = _record_base(path)
+    header_path = base.with_name(base.name + ".hea")
+    try:
+        text = header_path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise InvalidRecordError(f"{header_path}: WFDB header file not found.") from None
+    except OSError as exc:
+        raise InvalidRecordError(f"{header_path}: cannot be read ({exc}).") from exc
+    _, comment_lines = parse_header_content(text)
+    return [line.strip(" \t#") for line in comment_lines]
+
+
+def _natural_key(text):
+    """Sort key that orders "2" before "10" (record numbers as numbers)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def find_wfdb_records(folder):
+    """All records (paths without ``.hea``) under ``folder``, in natural order."""
+    folder = Path(os.path.expanduser(os.fspath(folder)))
+    return sorted(
+        (p.with_suffix("") for p in folder.rglob("*.hea")),
+        key=lambda p: _natural_key(p.relative_to(folder).as_posix()),
+    )
+
+
+def _resolve_records(path_or_records):
+    """``(record paths, display names)`` for a folder, a record or a list."""
+    if isinstance(path_or_records, (str, os.PathLike)):
+        path = Path(os.path.expanduser(os.fspath(path_or_records)))
+        if path.is_dir():
+            records = find_wfdb_records(path)
+            if not records:
+                raise ValueError(f"No WFDB records (*.hea files) found under {path}.")
+        else:
+            records = [_record_base(path)]
+    else:
+        try:
+            records = [_record_base(p) for p in path_or_records]
+        except TypeError:
+            raise TypeError(
+                "path_or_records must be a folder, a record path, or a list of "
+                f"record paths, got {type(path_or_records).__name__}."
+            ) from None
+        if not records:
+            raise ValueError("path_or_records is an empty list of records.")
+    names = [p.name for p in records]
+    if len(set(names)) != len(names):
+        names = [p.as_posix() for p in records]
+    return records, names
+
+
+def _wfdb_cache(cache_dir, tag, records, params):
+    """The signal cache for WFDB records, keyed by their files' stats."""
+    if cache_dir is None:
+        return None
+    sources = []
+    for base in records:
+        header = base.with_name(base.name + ".hea")
+        sources.append(header)
+        for ext in (".dat", ".mat"):
+            candidate = base.with_name(base.name + ext)
+            if candidate.exists():
+                sources.append(candidate)
+    return SignalCache(cache_dir, tag, {"sources": file_stats(sources), "params": params})
+
+
+def read_wfdb_signals(
+    records,
+    names,
+    *,
+    leads,
+    fs,
+    target_fs,
+    signal_length,
+    on_error,
+    repair_headers,
+    log,
+    cache_dir,
+    cache_tag,
+    verbose,
+    caller,
+):
+    """:func:`collect_signals` over WFDB records, warning about repairs."""
+    params = {
+        "leads": leads,
+        "fs": fs,
+        "target_fs": target_fs,
+        "signal_length": signal_length,
+        "on_error": on_error,
+        "repair_headers": repair_headers,
+    }
+    signal_set = collect_signals(
+        names,
+        lambda i: read_wfdb_record(records[i], repair_headers=repair_headers),
+        leads=leads,
+        fs=fs,
+        target_fs=target_fs,
+        signal_length=signal_length,
+        on_error=on_error,
+        log=log,
+        cache=_wfdb_cache(cache_dir, cache_tag, records, params),
+        verbose=verbose,
+        caller=caller,
+    )
+    repaired = [
+        names[i] for i, info in zip(signal_set.kept, signal_set.infos) if info.get("repaired")
+    ]
+    if repaired:
+        shown = ", ".join(repaired[:5]) + (" ..." if len(repaired) > 5 else "")
+        _warn(
+            f"Repaired {len(repaired)} WFDB header(s) whose record line names "
+            f"the record with a file extension (e.g. 'E00271.mat' instead of "
+            f"'E00271', as in the Georgia/CinC challenge data): {shown}. The "
+            f"files were not modified. Pass repair_headers=False to treat such "
+            f"headers as errors."
+        )
+    return signal_set
+
+
+def _attribute_extractor(attributes):
+    """A ``comments -> dict`` function from the user's ``attributes``."""
+    if attributes is None:
+        return _parse_comments
+    if callable(attributes):
+        return attributes
+    if isinstance(attributes, Mapping):
+        spec = dict(attributes)
+        for column, source in spec.items():
+            if not (isinstance(source, str) or callable(source)):
+                raise TypeError(
+                    f"attributes[{column!r}] must be a header comment key (str) "
+                    f"or a callable taking the list of comments, got "
+                    f"{type(source).__name__}."
+                )
+
+        def extract(comments):
+            parsed = {key.lower(): value for key, value in _parse_comments(comments).items()}
+            row = {}
+            for column, source in spec.items():
+                if callable(source):
+                    row[column] = source(comments)
+                else:
+                    row[column] = parsed.get(source.strip().strip("<>").lower())
+            return row
+
+        return extract
+    raise TypeError(
+        "attributes must be None, a mapping {column: comment key or callable} "
+        f"or a callable, got {type(attributes).__name__}."
+    )
+
+
+def load_wfdb(
+    path_or_records,
+    *,
+    attributes=None,
+    groups=None,
+    leads=None,
+    target_fs=None,
+    signal_length="equal",
+    on_error="raise",
+    repair_headers=True,
+    cache_dir=None,
+    verbose=0,
+):
+    """Load a folder (or list) of WFDB records with attributes from headers.
+
+    Works for any WFDB data whose patient attributes are written in the header
+    comments, e.g. the PhysioNet/CinC challenge sets (``#Age: 68``, ``#Sex:
+    Female``, ``#Dx: 426177001``) or LUDB (``#<age>: 51``). Every record must
+    have the same leads, sampling rate and length unless told otherwise
+    (``leads``, ``target_fs``, ``signal_length``); a record that does not
+    match, or whose files are missing, malformed or contain NaN, raises an
+    :class:`InvalidRecordError` naming the file, or is skipped with one
+    warning that counts the skipped records when ``on_error="skip"``.
+
+    Parameters
+    ----------
+    path_or_records : str, path-like or list of them
+        A folder (searched recursively for ``*.hea``), a single record, or a
+        list of records (with or without ``.hea``).
+    attributes : None, mapping or callable, default=None
+        How to build the ``attributes`` DataFrame from each header's comments:
+
+        - None: one string column per ``key: value`` comment (angle brackets
+          of LUDB-style keys are dropped: ``<age>`` becomes ``age``);
+        - a mapping ``{column: key}`` picks comment keys (case-insensitive),
+          and ``{column: callable}`` calls ``callable(comments)`` with the list
+          of comment lines;
+        - a callable ``f(comments) -> dict`` gives the whole row.
+
+        Values are kept as written (strings); convert them with pandas.
+    groups : None, str or callable, default=None
+        Patient id of each record: None uses the record name (one record per
+        patient); a str names a comment key; a callable gets the comments.
+    leads : list of str, default=None
+        Leads to load, in this order (case-insensitive, e.g. ``["II",
+        "V1"]``). None: the leads of the first record, which all must share.
+    target_fs : float, default=None
+        Resample every record to this rate (Hz). None: all records must have
+        the first record's rate.
+    signal_length : "equal", "variable" or int, default="equal"
+        "equal": all records must have the same length; an int crops every
+        record to that many samples (at the output rate; shorter records are
+        errors); "variable": ``data`` is a list of arrays of shape
+        (n_leads, n_samples_i).
+    on_error : {"raise", "skip"}, default="raise"
+        What to do with an unusable record.
+    repair_headers : bool, default=True
+        Recover Georgia/CinC-style headers whose record line reads
+        ``E00271.mat`` instead of ``E00271`` (with a warning).
+    cache_dir : str or path-like, default=None
+        Folder for a ``.npy`` cache of the decoded signals; ``data`` is then a
+        read-only memory map, and loading again with the same arguments and
+        unchanged files reads neither the WFDB files nor all data into RAM.
+    verbose : int, default=0
+        Print progress when > 0.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        data : ndarray of shape (n_records, n_leads, n_samples), dtype float32
+            Signals in mV (a list for ``signal_length="variable"``).
+        attributes : pandas.DataFrame
+            One row per loaded record.
+        groups : ndarray of shape (n_records,)
+            Patient ids.
+        record_names : ndarray of shape (n_records,)
+            Record names (relative paths if names repeat).
+        filenames : ndarray of shape (n_records,)
+            Paths of the header files.
+        fs : float
+            Sampling rate of ``data`` in Hz.
+        lead_names : list of str
+            Lead of each channel (standard leads spelled I, II, III, aVR, aVL,
+            aVF, V1-V6).
+        excluded : pandas.DataFrame
+            Skipped records with the reason (columns record, reason, kind).
+        DESCR : str
+            Where the records came from.
+
+    See Also
+    --------
+    load_chapman : Chapman-Shaoxing, with the paper's rhythm groups.
+    load_ptbxl : PTB-XL with its metadata files.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np
+    >>> import wfdb
+    >>> from sklearn_crocs.datasets import load_wfdb
+    >>> rng = np.random.default_rng(0)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     for name, age in [("r1", 61), ("r2", 47)]:
+    ...         wfdb.wrsamp(name, fs=500, units=["mV", "mV"], sig_name=["I", "II"],
+    ...                     p_signal=rng.normal(size=(1000, 2)), fmt=["16", "16"],
+    ...                     comments=[f"Age: {age}", "Sex: Female"],
+    ...                     write_dir=folder)
+    ...     bunch = load_wfdb(folder, attributes={"age": "Age", "sex": "Sex"})
+    >>> bunch.data.shape, bunch.fs, bunch.lead_names
+    ((2, 2, 1000), 500, ['I', 'II'])
+    >>> bunch.attributes
+      age     sex
+    0  61  Female
+    1  47  Female
+    """
+    on_error = _check_on_error(on_error)
+    leads = _check_leads(leads)
+    target_fs = check_fs(target_fs, "target_fs")
+    signal_length = check_signal_length(signal_length)
+    extract = _attribute_extractor(attributes)
+    if not (groups is None or isinstance(groups, str) or callable(groups)):
+        raise TypeError(
+            f"groups must be None, a comment key (str) or a callable, got {type(groups).__name__}."
+        )
+    records, names = _resolve_records(path_or_records)
+    log = _ExclusionLog()
+    signal_set = read_wfdb_signals(
+        records,
+        names,
+        leads=leads,
+        fs=None,
+        target_fs=target_fs,
+        signal_length=signal_length,
+        on_error=on_error,
+        repair_headers=repair_headers,
+        log=log,
+        cache_dir=cache_dir,
+        cache_tag="wfdb",
+        verbose=verbose,
+        caller="load_wfdb",
+    )
+    kept = signal_set.kept
+    comments = [info["comments"] for info in signal_set.infos]
+    rows = [extract(c) for c in comments]
+    attribute_frame = pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
+    if groups is None:
+        group_ids = np.asarray([names[i] for i in kept])
+    elif isinstance(groups, str):
+        key = groups.strip().strip("<>").lower()
+        group_ids = np.asarray(
+            [{k.lower(): v for k, v in _parse_comments(c).items()}.get(key) for c in comments]
+        )
+    else:
+        group_ids = np.asarray([groups(c) for c in comments])
+    kept_records = [records[i] for i in kept]
+    source = (
+        os.fspath(path_or_records)
+        if isinstance(path_or_records, (str, os.PathLike))
+        else f"{len(records)} listed records"
+    )
+    return Bunch(
+        data=signal_set.data,
+        attributes=attribute_frame,
+        groups=group_ids,
+        record_names=np.asarray([names[i] for i in kept]),
+        filenames=np.asarray([str(p.with_name(p.name + ".hea")) for p in kept_records]),
+        fs=signal_set.fs,
+        lead_names=signal_set.lead_names,
+        excluded=log.frame(),
+        DESCR=(
+            f"{len(kept)} WFDB records loaded from {source} "
+            f"({len(signal_set.lead_names)} leads at {signal_set.fs} Hz); "
+            f"{log.count('skipped')} skipped."
+        ),
+    )

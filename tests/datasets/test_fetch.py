@@ -1,0 +1,292 @@
+"""The fetchers against a local PhysioNet-like HTTP server on 127.0.0.1.
+
+The server serves the PTB-XL and Chapman trees built from the real records,
+each with a ``SHA256SUMS.txt`` in PhysioNet's format. It honours HTTP Range
+requests (or, when told, ignores them), and can cut a file short once or
+every time, or serve a file that does not match its checksum.
+"""
+
+import hashlib
+import shutil
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sklearn_crocs.datasets import (
+    clear_data_home,
+    fetch_chapman,
+    fetch_ptbxl,
+    get_data_home,
+    load_chapman,
+    load_ptbxl,
+)
+from sklearn_crocs.datasets._fetch import CHAPMAN_FOLDER, MANIFEST_FILE, PTBXL_FOLDER
+
+TRUNCATED = "records500/08000/08883_hr.dat"
+
+
+def _sha(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _write_checksums(root):
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    lines = [f"{_sha(p)} {p.relative_to(root).as_posix()}" for p in files]
+    (root / "SHA256SUMS.txt").write_text("\n".join(lines) + "\n")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep the test output quiet
+        pass
+
+    def do_GET(self):
+        server = self.server
+        relpath = urllib.parse.unquote(urllib.parse.urlparse(self.path).path)
+        relpath = relpath.lstrip("/")
+        range_header = self.headers.get("Range")
+        server.requests.append((relpath, range_header))
+        path = server.root / relpath
+        if not path.is_file():
+            self.send_error(404)
+            return
+        data = path.read_bytes()
+        mode = server.modes.get(relpath)
+        if mode == "corrupt":
+            data = data[:-1] + bytes([data[-1] ^ 0xFF])
+        start = 0
+        if range_header and server.honour_range:
+            start = int(range_header.split("=")[1].split("-")[0])
+            if start >= len(data):
+                self.send_error(416)
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        else:
+            self.send_response(200)
+        body = data[start:]
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        cut = mode == "truncate_always" or (
+            mode == "truncate_once" and relpath not in server.truncated
+        )
+        if cut:
+            server.truncated.add(relpath)
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+
+class LocalPhysioNet:
+    def __init__(self, root):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.root = Path(root)
+        self.httpd.requests = []
+        self.httpd.modes = {}
+        self.httpd.truncated = set()
+        self.httpd.honour_range = True
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+        host, port = self.httpd.server_address
+        self.url = f"http://{host}:{port}/"
+
+    @property
+    def requests(self):
+        return self.httpd.requests
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def ptbxl_server(tmp_path, ptbxl_dir):
+    root = tmp_path / "physionet-ptbxl"
+    shutil.copytree(ptbxl_dir, root)
+    _write_checksums(root)
+    server = LocalPhysioNet(root)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def chapman_server(tmp_path, chapman_wfdb_dir):
+    root = tmp_path / "physionet-chapman"
+    shutil.copytree(chapman_wfdb_dir, root)
+    _write_checksums(root)
+    server = LocalPhysioNet(root)
+    yield server
+    server.close()
+
+
+def _fetch(server, home, **kwargs):
+    return fetch_ptbxl(data_home=home, base_url=server.url, delay=0, **kwargs)
+
+
+def test_fetch_ptbxl_downloads_verifies_and_loads(ptbxl_server, ptbxl_dir, tmp_path):
+    home = tmp_path / "home"
+    bunch = _fetch(ptbxl_server, home)
+    expected = load_ptbxl(ptbxl_dir)
+    np.testing.assert_array_equal(bunch.data, expected.data)
+    pd.testing.assert_frame_equal(bunch.attributes, expected.attributes)
+    root = home / PTBXL_FOLDER
+    fetched = sorted(r for r, _ in ptbxl_server.requests)
+    # Only what the selection needs: the lists, the tables and 500 Hz records.
+    assert "SHA256SUMS.txt" in fetched and "ptbxl_database.csv" in fetched
+    assert not [r for r in fetched if r.startswith("records100/")]
+    assert len([r for r in fetched if r.startswith("records500/")]) == 12
+    for relpath in fetched:
+        assert _sha(root / relpath) == _sha(ptbxl_server.httpd.root / relpath)
+    assert not list(root.rglob("*.part"))
+    assert (root / MANIFEST_FILE).exists()
+    # Everything is there now: a second call makes no request at all.
+    n_requests = len(ptbxl_server.requests)
+    again = _fetch(ptbxl_server, home, download_if_missing=False)
+    assert len(ptbxl_server.requests) == n_requests
+    np.testing.assert_array_equal(again.data, bunch.data)
+
+
+def test_fetch_selection_downloads_a_subset(ptbxl_server, tmp_path):
+    bunch = _fetch(ptbxl_server, tmp_path, sampling_rate=100, folds=[4], n_jobs=2)
+    assert bunch.ecg_ids.tolist() == [8040, 9008]
+    records = sorted(r for r, _ in ptbxl_server.requests if r.startswith("records"))
+    assert records == [
+        "records100/08000/08040_lr.dat", "records100/08000/08040_lr.hea",
+        "records100/09000/09008_lr.dat", "records100/09000/09008_lr.hea",
+    ]  # fmt: skip
+
+
+def test_truncated_download_resumes_with_range(ptbxl_server, tmp_path):
+    ptbxl_server.httpd.modes[TRUNCATED] = "truncate_once"
+    bunch = _fetch(ptbxl_server, tmp_path)
+    assert 8883 in bunch.ecg_ids
+    size = (ptbxl_server.httpd.root / TRUNCATED).stat().st_size
+    attempts = [rng for relpath, rng in ptbxl_server.requests if relpath == TRUNCATED]
+    assert attempts == [None, f"bytes={size // 2}-"]
+    local = tmp_path / PTBXL_FOLDER / TRUNCATED
+    assert _sha(local) == _sha(ptbxl_server.httpd.root / TRUNCATED)
+
+
+def test_server_ignoring_range_restarts_cleanly(ptbxl_server, tmp_path):
+    ptbxl_server.httpd.modes[TRUNCATED] = "truncate_once"
+    ptbxl_server.httpd.honour_range = False
+    _fetch(ptbxl_server, tmp_path)
+    attempts = [rng for relpath, rng in ptbxl_server.requests if relpath == TRUNCATED]
+    assert len(attempts) == 2 and attempts[1] is not None  # asked, got 200
+    local = tmp_path / PTBXL_FOLDER / TRUNCATED
+    assert _sha(local) == _sha(ptbxl_server.httpd.root / TRUNCATED)
+
+
+def test_interrupted_download_resumes_in_a_later_call(ptbxl_server, tmp_path):
+    ptbxl_server.httpd.modes[TRUNCATED] = "truncate_always"
+    with pytest.raises(
+        OSError, match=r"08883_hr\.dat intact after 2 attempt.*partial download .* is kept"
+    ):
+        _fetch(ptbxl_server, tmp_path, n_retries=1)
+    root = tmp_path / PTBXL_FOLDER
+    part = root / (TRUNCATED + ".part")
+    assert part.exists() and not (root / TRUNCATED).exists()
+    kept = part.stat().st_size
+    assert kept > 0
+    # Files that were complete are kept and recorded as verified.
+    assert (root / "records500/03000/03961_hr.dat").exists()
+    ptbxl_server.httpd.modes.clear()
+    ptbxl_server.requests.clear()
+    bunch = _fetch(ptbxl_server, tmp_path)
+    assert 8883 in bunch.ecg_ids
+    assert [r for r in ptbxl_server.requests if r[0] == TRUNCATED] == [
+        (TRUNCATED, f"bytes={kept}-")
+    ]
+    # Nothing already verified was downloaded again.
+    assert {r for r, _ in ptbxl_server.requests} == {TRUNCATED}
+    assert not part.exists()
+
+
+def test_checksum_mismatch_is_never_used(ptbxl_server, tmp_path):
+    bad = "records500/07000/07911_hr.dat"
+    ptbxl_server.httpd.modes[bad] = "corrupt"
+    with pytest.raises(OSError, match=r"07911_hr\.dat intact .*SHA256 of the downloaded file"):
+        _fetch(ptbxl_server, tmp_path, n_retries=1)
+    root = tmp_path / PTBXL_FOLDER
+    assert not (root / bad).exists()
+    assert not (root / (bad + ".part")).exists()
+    assert [r for r, _ in ptbxl_server.requests].count(bad) == 2
+
+
+def test_checksum_list_mismatch(ptbxl_server, tmp_path):
+    sums = ptbxl_server.httpd.root / "SHA256SUMS.txt"
+    text = sums.read_text().splitlines()
+    index = next(i for i, line in enumerate(text) if line.endswith("scp_statements.csv"))
+    text[index] = "0" * 64 + " scp_statements.csv"
+    sums.write_text("\n".join(text) + "\n")
+    with pytest.raises(OSError, match=r"scp_statements\.csv to .* intact.*expected 0000"):
+        _fetch(ptbxl_server, tmp_path, n_retries=0)
+    assert not (tmp_path / PTBXL_FOLDER / "scp_statements.csv").exists()
+
+
+def test_corrupted_local_file_is_downloaded_again(ptbxl_server, tmp_path):
+    _fetch(ptbxl_server, tmp_path)
+    local = tmp_path / PTBXL_FOLDER / "records500/09000/09008_hr.dat"
+    local.write_bytes(b"\x00" * local.stat().st_size)  # same size, new mtime
+    with pytest.raises(OSError, match="missing or corrupted"):
+        _fetch(ptbxl_server, tmp_path, download_if_missing=False)
+    ptbxl_server.requests.clear()
+    bunch = _fetch(ptbxl_server, tmp_path)
+    assert [r for r, _ in ptbxl_server.requests] == ["records500/09000/09008_hr.dat"]
+    assert _sha(local) == _sha(ptbxl_server.httpd.root / "records500/09000/09008_hr.dat")
+    assert 9008 in bunch.ecg_ids
+
+
+def test_download_if_missing_false_and_http_errors(ptbxl_server, tmp_path):
+    with pytest.raises(OSError, match="SHA256SUMS.txt is missing.*download_if_missing=False"):
+        _fetch(ptbxl_server, tmp_path, download_if_missing=False)
+    (ptbxl_server.httpd.root / "records500/03000/03961_hr.hea").unlink()
+    with pytest.raises(OSError, match=r"03961_hr\.hea: HTTP 404"):
+        _fetch(ptbxl_server, tmp_path)
+    assert [r for r, _ in ptbxl_server.requests].count("records500/03000/03961_hr.hea") == 1
+    with pytest.raises(ValueError, match="n_retries must be"):
+        _fetch(ptbxl_server, tmp_path, n_retries=-1)
+
+
+def test_fetch_chapman(chapman_server, chapman_wfdb_dir, tmp_path):
+    bunch = fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, delay=0)
+    expected = load_chapman(chapman_wfdb_dir)
+    np.testing.assert_array_equal(bunch.data, expected.data)
+    pd.testing.assert_frame_equal(bunch.attributes, expected.attributes)
+    assert (tmp_path / CHAPMAN_FOLDER / "WFDBRecords/01/010/JS09740.mat").exists()
+    chapman_server.requests.clear()
+    subset = fetch_chapman(
+        data_home=tmp_path / "other", base_url=chapman_server.url, delay=0,
+        records=["JS05457"], target_fs=250,
+    )  # fmt: skip
+    assert subset.data.shape == (1, 12, 2500)
+    assert sorted(r for r, _ in chapman_server.requests) == [
+        "SHA256SUMS.txt",
+        "WFDBRecords/01/010/JS05457.hea",
+        "WFDBRecords/01/010/JS05457.mat",
+    ]
+    with pytest.raises(ValueError, match=r"records \['JS00000'\] are not listed"):
+        fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, records=["JS00000"])
+
+
+def test_data_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKLEARN_CROCS_DATA", str(tmp_path / "from-env"))
+    assert get_data_home() == str(tmp_path / "from-env")
+    assert (tmp_path / "from-env").is_dir()
+    assert get_data_home(tmp_path / "explicit") == str(tmp_path / "explicit")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("SKLEARN_CROCS_DATA")
+    assert get_data_home() == str(tmp_path / "sklearn_crocs_data")
+    clear_data_home(tmp_path / "explicit")
+    assert not (tmp_path / "explicit").exists()
+    with pytest.raises(TypeError, match="data_home must be a str"):
+        get_data_home(3)

@@ -1,0 +1,295 @@
+"""Frames, resampling, normalisation, leads as instances and age groups."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sklearn_crocs.datasets import (
+    AgeGroupEncoder,
+    FrameNormalizer,
+    leads_as_instances,
+    load_ludb,
+    make_frames,
+    normalize_frames,
+    resample_signals,
+)
+
+# --------------------------------------------------------------------- frames
+
+
+def test_make_frames_order_and_tail():
+    X = np.arange(2 * 3 * 11, dtype=np.float32).reshape(2, 3, 11)
+    frames, attrs, groups = make_frames(X, frame_length=5)
+    assert frames.shape == (4, 3, 5)
+    assert frames.dtype == np.float32
+    assert attrs is None and groups is None
+    # record 0 frame 0, record 0 frame 1, record 1 frame 0, record 1 frame 1
+    np.testing.assert_array_equal(frames[0], X[0, :, 0:5])
+    np.testing.assert_array_equal(frames[1], X[0, :, 5:10])
+    np.testing.assert_array_equal(frames[2], X[1, :, 0:5])
+    np.testing.assert_array_equal(frames[3], X[1, :, 5:10])  # sample 10 dropped
+
+
+def test_make_frames_single_lead_and_carries_attributes():
+    X = np.random.default_rng(0).normal(size=(3, 5000))
+    attrs = pd.DataFrame(
+        {"rhythm": ["SR", "SB", "AFIB"], "age": [50.0, 60.0, 70.0]},
+        index=[10, 20, 30],
+    )
+    frames, f_attrs, f_groups = make_frames(X, attributes=attrs, groups=["a", "b", "c"])
+    assert frames.shape == (6, 2500)
+    assert f_attrs["rhythm"].tolist() == ["SR", "SR", "SB", "SB", "AFIB", "AFIB"]
+    assert f_attrs.index.tolist() == list(range(6))
+    assert f_groups.tolist() == ["a", "a", "b", "b", "c", "c"]
+    series_frames = make_frames(X, attributes=attrs["age"])[1]
+    assert series_frames.tolist() == [50.0, 50.0, 60.0, 60.0, 70.0, 70.0]
+
+
+def test_make_frames_variable_lengths_and_short_records():
+    records = [np.ones((2, 7)), np.zeros((2, 3)), np.full((2, 12), 2.0)]
+    with pytest.raises(ValueError, match=r"record 1 \(3 samples\)"):
+        make_frames(records, frame_length=4)
+    with pytest.warns(UserWarning, match="Skipped 1 of 3 records shorter"):
+        frames, attrs, groups = make_frames(
+            records, frame_length=4, attributes=["x", "y", "z"], groups=[1, 2, 3],
+            on_short="skip",
+        )  # fmt: skip
+    assert frames.shape == (4, 2, 4)  # 1 frame from record 0, 3 from record 2
+    assert attrs.tolist() == ["x", "z", "z", "z"]
+    assert groups.tolist() == [1, 3, 3, 3]
+    np.testing.assert_array_equal(frames[1:], 2.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"frame_length": 0}, "frame_length must be a positive int"),
+        ({"frame_length": 2.5}, "frame_length must be a positive int"),
+        ({"on_short": "drop"}, "on_short must be"),
+        ({"attributes": ["a"]}, "attributes has 1 rows but X has 2 records"),
+        ({"groups": [1, 2, 3]}, "groups has 3 rows but X has 2 records"),
+    ],
+)
+def test_make_frames_errors(kwargs, match):
+    X = np.zeros((2, 12, 5000))
+    with pytest.raises(ValueError, match=match):
+        make_frames(X, **kwargs)
+
+
+def test_make_frames_rejects_bad_x():
+    with pytest.raises(ValueError, match="at least 2 dimension"):
+        make_frames(np.zeros(5000))
+    with pytest.raises(ValueError, match="shorter than frame_length"):
+        make_frames(np.zeros((2, 100)))
+    with pytest.raises(ValueError, match="X is empty"):
+        make_frames(np.zeros((0, 5000)))
+    with pytest.raises(TypeError, match="real numbers"):
+        make_frames(np.array([["a"] * 5000]))
+    with pytest.raises(ValueError, match="different numbers of leads"):
+        make_frames([np.zeros((2, 5000)), np.zeros((3, 5000))])
+
+
+# ----------------------------------------------------------------- resampling
+
+
+def test_resample_keeps_a_sine_and_the_shape():
+    fs, f0 = 500, 7.0
+    t = np.arange(5000) / fs
+    X = np.stack([np.sin(2 * np.pi * f0 * t), np.cos(2 * np.pi * f0 * t)])
+    X = np.stack([X, 2 * X]).astype(np.float32)  # (2 records, 2 leads, 5000)
+    Y = resample_signals(X, 500, 250)
+    assert Y.shape == (2, 2, 2500)
+    assert Y.dtype == np.float32
+    t2 = np.arange(2500) / 250
+    inner = slice(50, -50)  # away from the edges of the filter
+    np.testing.assert_allclose(Y[0, 0, inner], np.sin(2 * np.pi * f0 * t2)[inner], atol=1e-3)
+    np.testing.assert_allclose(Y[1, 1, inner], 2 * np.cos(2 * np.pi * f0 * t2)[inner], atol=2e-3)
+    # Upsampling and non-integer ratios.
+    assert resample_signals(X, 500, 1000).shape == (2, 2, 10000)
+    assert resample_signals(X[0, 0], 500, 360).shape == (3600,)
+    assert resample_signals(np.arange(10), 100, 50).dtype == np.float64
+
+
+def test_resample_same_rate_is_a_copy():
+    X = np.ones((1, 100))
+    Y = resample_signals(X, 250, 250)
+    np.testing.assert_array_equal(X, Y)
+    assert Y is not X
+
+
+@pytest.mark.parametrize(
+    ("orig", "target", "match"),
+    [
+        (0, 250, "orig_fs must be a positive number"),
+        (500, -1, "target_fs must be a positive number"),
+        (500, float("nan"), "target_fs must be a positive number"),
+        (500, "250", "target_fs must be a positive number"),
+        (500, 499.999, "impractically long filter"),
+    ],
+)
+def test_resample_errors(orig, target, match):
+    with pytest.raises(ValueError, match=match):
+        resample_signals(np.zeros((1, 100)), orig, target)
+
+
+# -------------------------------------------------------------- normalisation
+
+
+def test_zscore_and_minmax_per_frame_and_lead():
+    rng = np.random.default_rng(1)
+    X = rng.normal(3.0, 5.0, size=(4, 3, 200)).astype(np.float32)
+    Z = normalize_frames(X, "zscore")
+    assert Z.dtype == np.float32
+    np.testing.assert_allclose(Z.mean(axis=-1), 0, atol=1e-5)
+    np.testing.assert_allclose(Z.std(axis=-1), 1, atol=1e-5)
+    M = normalize_frames(X, "minmax")
+    np.testing.assert_allclose(M.min(axis=-1), 0, atol=1e-7)
+    np.testing.assert_allclose(M.max(axis=-1), 1, atol=1e-6)
+    # Each lead on its own: scaling one lead leaves the others unchanged.
+    X2 = X.copy()
+    X2[0, 1] *= 100
+    np.testing.assert_allclose(normalize_frames(X2, "minmax")[0, 0], M[0, 0])
+    np.testing.assert_allclose(normalize_frames(X2, "minmax")[0, 1], M[0, 1], atol=1e-6)
+
+
+def test_normalize_flat_signals_give_zeros():
+    X = np.array([[[4.0] * 10, list(range(10))]])
+    for method in ("zscore", "minmax"):
+        out = normalize_frames(X, method)
+        assert np.isfinite(out).all()
+        np.testing.assert_array_equal(out[0, 0], 0.0)
+
+
+def test_normalize_errors():
+    with pytest.raises(ValueError, match="method must be 'zscore'"):
+        normalize_frames(np.zeros((1, 5)), "robust")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        normalize_frames(np.array([[1.0, np.nan, 2.0]]))
+
+
+def test_frame_normalizer_is_stateless_and_pipeline_ready():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(5, 2, 50))
+    norm = FrameNormalizer(method="minmax")
+    # Stateless: transform works without fit, and fit learns nothing.
+    np.testing.assert_allclose(norm.transform(X), normalize_frames(X, "minmax"))
+    fitted = clone(norm).fit(X[:2])
+    np.testing.assert_allclose(fitted.transform(X), normalize_frames(X, "minmax"))
+    assert fitted.n_features_in_ == 2
+    with pytest.raises(ValueError, match="features"):
+        fitted.transform(rng.normal(size=(5, 3, 50)))
+    pipe = make_pipeline(FrameNormalizer(), FrameNormalizer("minmax"))
+    assert pipe.fit_transform(X).shape == X.shape
+    with pytest.raises(ValueError, match="method must be 'zscore' or 'minmax'"):
+        FrameNormalizer(method="l2").fit(X)
+
+
+# ---------------------------------------------------------- leads as instances
+
+
+def test_leads_as_instances_on_ludb():
+    ludb = load_ludb()
+    X = ludb.data[:3]
+    X1, attrs, groups, lead = leads_as_instances(X, ludb.attributes.iloc[:3], ludb.groups[:3])
+    assert X1.shape == (36, 1, 5000)
+    np.testing.assert_array_equal(X1[13, 0], X[1, 1])  # record 1, lead II
+    assert ludb.lead_names[lead[13]] == "II"
+    assert attrs["rhythm"].tolist()[12:24] == [ludb.attributes["rhythm"][1]] * 12
+    assert groups.tolist()[12:24] == [ludb.groups[1]] * 12
+    X1_only = leads_as_instances(X)
+    assert X1_only[1] is None and X1_only[2] is None
+    with pytest.raises(ValueError, match=r"\(n_records, n_leads, n_samples\)"):
+        leads_as_instances(X[0])
+
+
+def test_paper_chapman_preprocessing_chain_on_ludb():
+    """500 -> 250 Hz, frames of 2500, leads as instances, min-max per frame."""
+    ludb = load_ludb()
+    X = resample_signals(ludb.data[:4], ludb.fs, 250)
+    frames, attrs, groups = make_frames(X, 2500, attributes=ludb.attributes[:4],
+                                        groups=ludb.groups[:4])  # fmt: skip
+    X1, attrs1, groups1, _ = leads_as_instances(frames, attrs, groups)
+    X1 = normalize_frames(X1, "minmax")
+    assert X1.shape == (4 * 12, 1, 2500)
+    assert X1.min() == 0.0 and X1.max() == 1.0
+    assert len(attrs1) == len(groups1) == 48
+
+
+# ------------------------------------------------------------------ age groups
+
+
+def test_age_groups_are_training_quartiles():
+    ages = np.array([[20], [30], [40], [50], [60], [70], [80], [90]])
+    enc = AgeGroupEncoder().fit(ages)
+    # Quartiles of the 8 training ages (averaged inverted CDF): 35, 55, 75.
+    np.testing.assert_allclose(enc.bin_edges_, [20, 35, 55, 75, 90])
+    assert enc.labels_ == ["<=34", "35-54", "55-74", ">=75"]
+    out = enc.transform([[5], [34], [35], [54], [55], [75], [120]])
+    assert out.dtype == object
+    assert out.ravel().tolist() == ["<=34", "<=34", "35-54", "35-54", "55-74",
+                                    ">=75", ">=75"]  # fmt: skip
+    ordinal = AgeGroupEncoder(output="ordinal").fit(ages).transform([[34], [35], [99]])
+    assert ordinal.ravel().tolist() == [0.0, 1.0, 3.0]
+    # Fitted on training ages only: the edges come from the data given to fit.
+    young = clone(enc).fit(ages[:4])
+    assert young.labels_ == ["<=24", "25-34", "35-44", ">=45"]
+    assert set(young.transform(ages[4:]).ravel()) == {">=45"}
+
+
+def test_age_groups_with_fractional_ages_and_dataframes():
+    ages = pd.DataFrame({"age": [20.5, 33.1, 47.9, 61.2, 75.0, 88.3]})
+    enc = AgeGroupEncoder().fit(ages)
+    assert enc.labels_[0].startswith("<") and enc.labels_[-1].startswith(">=")
+    assert enc.labels_[1].startswith("[")
+    assert enc.get_feature_names_out().tolist() == ["age"]
+    assert enc.transform(ages).shape == (6, 1)
+
+
+def test_age_groups_on_ludb_quartiles():
+    ages = load_ludb().attributes[["age"]]
+    enc = AgeGroupEncoder().fit(ages)
+    labels = enc.transform(ages).ravel()
+    counts = pd.Series(labels).value_counts()
+    assert len(counts) == 4
+    assert counts.min() >= 20  # roughly a quarter of 102 each
+
+
+@pytest.mark.parametrize(
+    ("params", "X", "match"),
+    [
+        ({}, [[1.0], [np.nan]], "NaN or infinite"),
+        ({}, [[1.0, 2.0]], "single column of ages"),
+        ({"output": "onehot"}, [[1.0], [2.0]], "output must be"),
+        ({"n_groups": 1}, [[1.0], [2.0]], "n_groups must be an int >= 2"),
+    ],
+)
+def test_age_group_errors(params, X, match):
+    with pytest.raises(ValueError, match=match):
+        AgeGroupEncoder(**params).fit(X)
+
+
+@parametrize_with_checks([FrameNormalizer(), FrameNormalizer(method="minmax")])
+def test_frame_normalizer_passes_sklearn_checks(estimator, check):
+    check(estimator)
+
+
+def test_age_group_encoder_in_a_column_transformer():
+    """The usual use: encode the age column of the attributes DataFrame."""
+    import pickle
+
+    from sklearn.compose import ColumnTransformer
+
+    attrs = load_ludb().attributes
+    ct = ColumnTransformer([("age", AgeGroupEncoder(), ["age"])], remainder="passthrough")
+    out = ct.fit_transform(attrs)
+    assert out.shape == (102, 3)
+    assert set(out[:, 0]) == set(ct.named_transformers_["age"].labels_)
+    enc = ct.named_transformers_["age"]
+    assert enc.get_params() == {"n_groups": 4, "output": "label"}
+    restored = pickle.loads(pickle.dumps(enc))
+    np.testing.assert_array_equal(restored.transform(attrs[["age"]]), enc.transform(attrs[["age"]]))
+    with pytest.raises(Exception, match="not fitted"):
+        AgeGroupEncoder().transform(attrs[["age"]])
