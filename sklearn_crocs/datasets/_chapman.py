@@ -484,10 +484,28 @@ def load_chapman(
 
     Examples
     --------
-    >>> from sklearn_crocs.datasets import load_chapman
-    >>> chapman = load_chapman("path/to/chapman", target_fs=250)  # doctest: +SKIP
-    >>> chapman.data.shape  # doctest: +SKIP
-    (10646, 12, 2500)
+    Two records written in the WFDB layout, with ``#Dx`` SNOMED codes:
+
+    >>> import tempfile
+    >>> import wfdb
+    >>> from sklearn_crocs.datasets import load_chapman, load_ludb
+    >>> ludb = load_ludb()
+    >>> snomed = {"SR": "426783006", "SB": "426177001"}
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     for i in (0, 1):
+    ...         rhythm, sex, age = ludb.attributes.iloc[i]
+    ...         wfdb.wrsamp(
+    ...             f"JS{i + 1:05d}", fs=500, units=["mV"] * 12,
+    ...             sig_name=ludb.lead_names, p_signal=ludb.data[i].T.astype(float),
+    ...             fmt=["16"] * 12, write_dir=folder,
+    ...             comments=[f"Age: {age:.0f}", f"Sex: {sex}", f"Dx: {snomed[rhythm]}"])
+    ...     chapman = load_chapman(folder, target_fs=250)
+    >>> chapman.data.shape
+    (2, 12, 2500)
+    >>> chapman.attributes
+      rhythm sex   age
+    0     SR   M  53.0
+    1     SB   M  76.0
     """
     path = Path(os.path.expanduser(os.fspath(path)))
     if not path.is_dir():

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,7 +191,7 @@ class _MemmapSink:
         if self.array is None:
             self.cache.cache_dir.mkdir(parents=True, exist_ok=True)
             self.tmp = self.cache.npy_path.with_name(
-                f".{self.cache.npy_path.name}.{os.getpid()}.tmp"
+                f".{self.cache.npy_path.name}.{uuid.uuid4().hex}.tmp"
             )
             self.array = np.lib.format.open_memmap(
                 self.tmp, mode="w+", dtype=np.float32, shape=(self.n, *signal.shape)
