@@ -291,13 +291,17 @@ def ensure_files(
         raise OSError(f"{failures[0]}{more}") from failures[0]
 
 
-def _check_fetch_args(n_retries, delay, n_jobs):
+def _check_fetch_args(n_retries, delay, n_jobs, base_url):
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}.")
     if not isinstance(n_retries, int) or n_retries < 0:
         raise ValueError(f"n_retries must be an int >= 0, got {n_retries!r}.")
     if not isinstance(delay, (int, float)) or delay < 0:
         raise ValueError(f"delay must be a number >= 0, got {delay!r}.")
     if not isinstance(n_jobs, int) or n_jobs < 1:
         raise ValueError(f"n_jobs must be an int >= 1, got {n_jobs!r}.")
+    # urljoin drops the last path segment of a base without a final slash.
+    return base_url if base_url.endswith("/") else base_url + "/"
 
 
 def fetch_ptbxl(
@@ -359,7 +363,7 @@ return_X_y
     >>> ptbxl = fetch_ptbxl(folds=[10])  # doctest: +SKIP
     """
     sampling_rate = _check_sampling_rate(sampling_rate)
-    _check_fetch_args(n_retries, delay, n_jobs)
+    base_url = _check_fetch_args(n_retries, delay, n_jobs, base_url)
     root = Path(get_data_home(data_home)) / PTBXL_FOLDER
     options = {
         "download_if_missing": download_if_missing,
@@ -466,7 +470,7 @@ def fetch_chapman(
     >>> from sklearn_crocs.datasets import fetch_chapman
     >>> chapman = fetch_chapman(target_fs=250)  # doctest: +SKIP
     """
-    _check_fetch_args(n_retries, delay, n_jobs)
+    base_url = _check_fetch_args(n_retries, delay, n_jobs, base_url)
     root = Path(get_data_home(data_home)) / CHAPMAN_FOLDER
     options = {
         "download_if_missing": download_if_missing,

@@ -551,11 +551,6 @@ class AgeGroupEncoder(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             )
         return X
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
-
 
 def _group_labels(edges, integral):
     inner = edges[1:-1]

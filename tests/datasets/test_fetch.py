@@ -156,7 +156,15 @@ def test_fetch_ptbxl_downloads_verifies_and_loads(ptbxl_server, ptbxl_dir, tmp_p
 
 
 def test_fetch_selection_downloads_a_subset(ptbxl_server, tmp_path):
-    bunch = _fetch(ptbxl_server, tmp_path, sampling_rate=100, folds=[4], n_jobs=2)
+    # A base URL without the final slash works too.
+    bunch = fetch_ptbxl(
+        data_home=tmp_path,
+        base_url=ptbxl_server.url.rstrip("/"),
+        delay=0,
+        sampling_rate=100,
+        folds=[4],
+        n_jobs=2,
+    )
     assert bunch.ecg_ids.tolist() == [8040, 9008]
     records = sorted(r for r, _ in ptbxl_server.requests if r.startswith("records"))
     assert records == [
@@ -255,6 +263,8 @@ def test_download_if_missing_false_and_http_errors(ptbxl_server, tmp_path):
     assert [r for r, _ in ptbxl_server.requests].count("records500/03000/03961_hr.hea") == 1
     with pytest.raises(ValueError, match="n_retries must be"):
         _fetch(ptbxl_server, tmp_path, n_retries=-1)
+    with pytest.raises(ValueError, match="base_url must be an http"):
+        fetch_ptbxl(data_home=tmp_path, base_url="ftp://example.org/ptb-xl/")
 
 
 def test_fetch_chapman(chapman_server, chapman_wfdb_dir, tmp_path):
