@@ -24,6 +24,7 @@ from skorch.callbacks import EarlyStopping, PassthroughScoring
 from skorch.helper import predefined_split
 from torch import nn
 
+from ._attributes import as_attribute_frame
 from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, ResNet1dEncoder
 from .nn._net import _KeepBestState
 
@@ -102,11 +103,13 @@ class CROCSClusterer(
     lr : float, default=1e-4
         Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL).
     validation_fraction : float or None, default=0.1
-        Fraction of the training groups (patients) held out to monitor the
-        loss; training stops when it has not improved by a relative ``1e-4``
-        for ``n_iter_no_change`` epochs, and the encoder and prototypes of the
-        best epoch are kept. ``None`` trains for ``max_epochs`` epochs on all
-        data.
+        Fraction of the training groups (patients) held out for early
+        stopping: training stops when the contrastive (NCE) loss of these
+        patients has not improved by a relative ``1e-4`` for
+        ``n_iter_no_change`` epochs, and the encoder and prototypes of the
+        best epoch are kept. (The regulariser depends on the prototypes only,
+        so it is the same on both sides and says nothing about overfitting.)
+        ``None`` trains for ``max_epochs`` epochs on all data.
     n_iter_no_change : int, default=10
         Patience of the early stopping, in epochs.
     device : str or torch.device, default="cpu"
@@ -133,7 +136,9 @@ class CROCSClusterer(
         Names of the attributes: the columns of a DataFrame ``y``, the name of
         a Series, or ``"attribute_0"``, ``"attribute_1"``, ...
     categories_ : list of ndarray
-        Sorted values of each attribute seen in ``fit``.
+        Values of each attribute seen in ``fit``: sorted, or in the declared
+        order for a pandas categorical column. Prototypes enumerate the
+        combinations in this order.
     labels_ : ndarray of shape (n_samples,)
         Row of ``prototypes_`` nearest to each training ECG.
     n_features_in_ : int
@@ -298,25 +303,14 @@ class CROCSClusterer(
                 "is None. Pass the attributes of each ECG: an array of shape "
                 "(n_samples,) or (n_samples, n_attributes), or a DataFrame."
             )
-        if isinstance(y, pd.DataFrame):
-            frame, kind = y.reset_index(drop=True), "frame"
-            frame.columns = [str(c) for c in frame.columns]
-        elif isinstance(y, pd.Series):
-            name = "attribute_0" if y.name is None else str(y.name)
-            frame, kind = y.reset_index(drop=True).to_frame(name), "1d"
-        else:
-            y_arr = np.asarray(y)
-            if y_arr.ndim not in (1, 2) or (y_arr.ndim == 2 and y_arr.shape[1] == 0):
-                raise ValueError(
-                    "y must have shape (n_samples,) or (n_samples, n_attributes); "
-                    f"got shape {y_arr.shape}."
-                )
-            kind = "1d" if y_arr.ndim == 1 else "2d"
-            y_arr = y_arr.reshape(len(y_arr), -1)
-            names = [f"attribute_{i}" for i in range(y_arr.shape[1])]
-            if not reset and len(names) == len(self.attribute_names_):
+        if not isinstance(y, (pd.DataFrame, pd.Series)):
+            y = np.asarray(y)
+        kind = "frame" if isinstance(y, pd.DataFrame) else "1d" if y.ndim == 1 else "2d"
+        names = None
+        if not reset and kind != "frame" and y.ndim in (1, 2):
+            if (1 if y.ndim == 1 else y.shape[1]) == len(self.attribute_names_):
                 names = self.attribute_names_
-            frame = pd.DataFrame({name: y_arr[:, i] for i, name in enumerate(names)})
+        frame = as_attribute_frame(y, names)
         if len(frame) != n_samples:
             check_consistent_length(np.empty(n_samples), frame)
         missing = frame.isna().sum()
@@ -356,12 +350,22 @@ class CROCSClusterer(
         self._attribute_dtypes = list(frame.dtypes)
         encoder = OrdinalEncoder(dtype=np.int64)
         try:
-            codes = encoder.fit_transform(frame).astype(np.int64)
+            encoder.fit(frame)
         except TypeError as exc:
             raise TypeError(
                 "Each attribute in y must hold values of one type (all strings or "
                 f"all numbers): {exc}"
             ) from exc
+        # Values are sorted, except in pandas categorical columns, whose declared
+        # order (e.g. age groups from young to old) is kept.
+        categories = [
+            np.asarray([c for c in frame[name].cat.categories if c in set(observed)], dtype=object)
+            if isinstance(frame[name].dtype, pd.CategoricalDtype)
+            else observed
+            for name, observed in zip(frame.columns, encoder.categories_)
+        ]
+        encoder = OrdinalEncoder(categories=categories, dtype=np.int64).fit(frame)
+        codes = encoder.transform(frame).astype(np.int64)
         self._attribute_encoder = encoder
         self.categories_ = list(encoder.categories_)
         for name, cats in zip(self.attribute_names_, self.categories_):
@@ -446,14 +450,14 @@ class CROCSClusterer(
                 (
                     "early_stopping",
                     EarlyStopping(
-                        monitor="valid_loss",
+                        monitor="valid_nce",
                         patience=self.n_iter_no_change,
                         threshold=1e-4,
                         threshold_mode="rel",
                         sink=print if self.verbose else _silent,
                     ),
                 ),
-                ("keep_best", _KeepBestState()),
+                ("keep_best", _KeepBestState(monitor="valid_nce")),
             ]
         return CROCSNet(
             module=encoder,

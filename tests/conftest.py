@@ -6,8 +6,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+# One intra-op thread: the suite runs one xdist worker per core, and more
+# threads only contend (OpenMP spin-waits can make that tens of times slower).
+# No test asserts on time.
+torch.set_num_threads(1)
 
 
 def make_synthetic_ecgs(n_patients=24, frames_per_patient=3, n_leads=1, length=600, seed=0):

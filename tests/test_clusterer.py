@@ -265,15 +265,15 @@ def test_early_stopping_with_patient_groups(synthetic):
     assert model.n_iter_ < 200
     history = model.net_.history
     assert "valid_loss" in history[-1] and "valid_nce" in history[-1]
-    best = int(np.argmin(history[:, "valid_loss"]))
+    best = int(np.argmin(history[:, "valid_nce"]))
     assert model.n_iter_ == best + 1 + 3
     # The best epoch's prototypes were restored, not the last epoch's.
     valid_X, valid_y = _validation_part(model, X, y, groups)
     criterion = model.net_.criterion_
     with torch.no_grad():
         embeddings = model.net_.forward(valid_X)
-        loss = criterion(embeddings, torch.as_tensor(valid_y)).item()
-    assert loss == pytest.approx(history[best, "valid_loss"], rel=1e-4)
+        nce, _ = criterion.loss_parts(embeddings, torch.as_tensor(valid_y))
+    assert nce.item() == pytest.approx(history[best, "valid_nce"], rel=1e-4)
 
 
 def _validation_part(model, X, y, groups):
@@ -504,3 +504,18 @@ def test_many_fits_warn_nothing_unexpected(synthetic):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _model(max_epochs=1).fit(X, y).predict(X)
+
+
+def test_categorical_attribute_keeps_declared_order(synthetic):
+    X, y, _ = synthetic
+    order = [">=60", "<60"]  # not the sorted order
+    y = y.assign(age_group=pd.Categorical(y["age_group"], categories=["unused", *order]))
+    model = _model(max_epochs=1).fit(X, y)
+    assert model.categories_[2].tolist() == order
+    assert [tuple(a) for a in model.prototype_attributes_[:2]] == [
+        ("AFIB", "F", ">=60"),
+        ("AFIB", "F", "<60"),
+    ]
+    predicted = model.predict(X[:5])
+    assert isinstance(predicted["age_group"].dtype, pd.CategoricalDtype)
+    assert model.score(X, y) >= 0

@@ -84,6 +84,10 @@ class CNNEncoder(nn.Module):
         Kernel and stride of every max-pooling step.
     dropout : float, default=0.1
         Dropout probability after every stage.
+    output_relu : bool, default=True
+        End with a ReLU, as in the paper. Embeddings are then non-negative,
+        so after L2 normalisation they all lie in one orthant of the sphere;
+        ``False`` lets them use the whole sphere.
 
     Attributes
     ----------
@@ -116,6 +120,7 @@ class CNNEncoder(nn.Module):
         stride=3,
         pool_size=2,
         dropout=0.1,
+        output_relu=True,
     ):
         super().__init__()
         channels = tuple(channels)
@@ -138,7 +143,9 @@ class CNNEncoder(nn.Module):
         self.features = nn.Sequential(*layers)
         self.n_flat_features = channels[-1] * length
         self.head = nn.Sequential(
-            nn.Flatten(), nn.Linear(self.n_flat_features, embedding_dim), nn.ReLU()
+            nn.Flatten(),
+            nn.Linear(self.n_flat_features, embedding_dim),
+            nn.ReLU() if output_relu else nn.Identity(),
         )
 
     def forward(self, x):

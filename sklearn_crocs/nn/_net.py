@@ -86,11 +86,20 @@ class _BatchIterator:
 
 
 class _KeepBestState(Callback):
-    """Restore the encoder *and* the prototypes of the epoch with the best valid loss.
+    """Restore the encoder *and* the prototypes of the epoch with the best monitored score.
 
     skorch's ``EarlyStopping(load_best=True)`` restores only ``module_``; the
     prototypes live in ``criterion_`` and must be restored with it.
+
+    Parameters
+    ----------
+    monitor : str, default="valid_loss"
+        History key whose ``<monitor>_best`` flag (set by skorch's scoring
+        callbacks) marks the best epoch.
     """
+
+    def __init__(self, monitor="valid_loss"):
+        self.monitor = monitor
 
     def initialize(self):
         self.best_state_ = None
@@ -98,7 +107,7 @@ class _KeepBestState(Callback):
         return self
 
     def on_epoch_end(self, net, **kwargs):
-        if net.history[-1].get("valid_loss_best"):
+        if net.history[-1].get(f"{self.monitor}_best"):
             self.best_epoch_ = net.history[-1, "epoch"]
             self.best_state_ = {
                 "module": deepcopy(net.module_.state_dict()),

@@ -82,3 +82,14 @@ def test_resnet_has_one_block_per_stage():
 def test_resnet_rejects_even_kernel():
     with pytest.raises(ValueError, match="kernel_size must be odd"):
         ResNet1dEncoder(1, 2500, 8, kernel_size=4)
+
+
+def test_cnn_output_relu_option():
+    x = torch.randn(8, 1, 500)
+    torch.manual_seed(0)
+    paper = CNNEncoder(1, 500, 16).eval()
+    torch.manual_seed(0)
+    linear = CNNEncoder(1, 500, 16, output_relu=False).eval()
+    assert (paper(x) >= 0).all()
+    assert (linear(x) < 0).any()
+    torch.testing.assert_close(paper(x), torch.relu(linear(x)))

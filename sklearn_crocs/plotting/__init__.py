@@ -1,0 +1,5 @@
+"""Visualisations in scikit-learn's Display style (matplotlib is an optional dependency)."""
+
+from ._prototypes import PrototypeDisplay
+
+__all__ = ["PrototypeDisplay"]
