@@ -5,7 +5,8 @@ NeurIPS 2021).
 """
 
 from ._clusterer import CROCSClusterer
+from ._retrieval import PrototypeRetriever
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["CROCSClusterer", "__version__"]
+__all__ = ["CROCSClusterer", "PrototypeRetriever", "__version__"]

@@ -1,0 +1,478 @@
+"""PrototypeRetriever: search an ECG database by attribute combination or by example."""
+
+import time
+from numbers import Integral
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.pipeline import Pipeline
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._clusterer import _python_value
+
+__all__ = ["PrototypeRetriever"]
+
+# Similarities computed per block of the database: about this many float32
+# values (16 MiB) per block, so that the memory of a search does not grow
+# with the database.
+_BLOCK_ELEMENTS = 1 << 22
+
+
+def _crocs_step(estimator):
+    """The CROCSClusterer in ``estimator``: itself, or inside a FrozenEstimator or Pipeline."""
+    step = estimator
+    while isinstance(step, (FrozenEstimator, Pipeline)):
+        step = step.estimator if isinstance(step, FrozenEstimator) else step[-1]
+    if not hasattr(step, "get_prototypes"):
+        raise TypeError(
+            "estimator must be a CROCSClusterer, a Pipeline ending in one or either "
+            f"wrapped in sklearn.frozen.FrozenEstimator; got {type(step).__name__}, "
+            "which has no get_prototypes method."
+        )
+    return step
+
+
+def _block_top_k(similarities, k):
+    """Columns of the ``k`` largest values of each row, ties to the lower column.
+
+    Returns an integer array of shape (n_rows, k) whose rows list the chosen
+    columns in increasing order (not by similarity).
+    """
+    n_rows, n_columns = similarities.shape
+    if k >= n_columns:
+        return np.broadcast_to(np.arange(n_columns), (n_rows, n_columns))
+    kth = np.partition(similarities, n_columns - k, axis=1)[:, n_columns - k, None]
+    keep = similarities >= kth
+    # Rows where values equal to the k-th largest continue past k: keep the
+    # lowest columns among those ties.
+    crowded = np.flatnonzero(keep.sum(axis=1) > k)
+    if crowded.size:
+        rows, threshold = similarities[crowded], kth[crowded]
+        above = rows > threshold
+        tied = rows == threshold
+        room = k - above.sum(axis=1, keepdims=True)
+        keep[crowded] = above | (tied & (np.cumsum(tied, axis=1) <= room))
+    return np.nonzero(keep)[1].reshape(n_rows, k)
+
+
+def _top_k(queries, database, k, *, block_size=None):
+    """Exact ``k`` nearest database rows of each query, for unit vectors.
+
+    Cosine similarities are computed with one float32 matrix product per
+    block of ``block_size`` database rows (by default about 4 million
+    similarities per block, so memory does not grow with the database);
+    each block's ``k`` most similar rows are found with
+    :func:`numpy.partition` and merged with the best so far, equal
+    similarities going to the lower index. The Euclidean distances of the
+    ``k`` rows found are then computed directly in float64, which is
+    accurate also near 0 where ``sqrt(2 - 2 cos)`` is not, and each row is
+    sorted by (distance, index).
+
+    Parameters
+    ----------
+    queries : ndarray of shape (n_queries, n_features)
+    database : ndarray of shape (n_samples, n_features)
+        Any array that supports slicing, such as a memmap.
+    k : int
+        ``1 <= k <= n_samples``.
+    block_size : int, default=None
+        Database rows per matrix product.
+
+    Returns
+    -------
+    distances : ndarray of shape (n_queries, k), dtype float64
+        Increasing along each row.
+    indices : ndarray of shape (n_queries, k), dtype intp
+        Database rows; equal distances are ordered by increasing index.
+    """
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    n_queries, n_samples = len(queries), len(database)
+    if block_size is None:
+        block_size = max(k, _BLOCK_ELEMENTS // max(n_queries, 1))
+    best = np.empty((n_queries, 0), dtype=np.float32)
+    best_indices = np.empty((n_queries, 0), dtype=np.intp)
+    for start in range(0, n_samples, block_size):
+        block = np.asarray(database[start : start + block_size], dtype=np.float32)
+        similarities = queries @ block.T
+        columns = _block_top_k(similarities, min(k, len(block)))
+        candidates = np.concatenate([best, np.take_along_axis(similarities, columns, 1)], 1)
+        candidate_indices = np.concatenate([best_indices, columns + start], 1)
+        order = np.lexsort((candidate_indices, -candidates), axis=1)[:, :k]
+        best = np.take_along_axis(candidates, order, 1)
+        best_indices = np.take_along_axis(candidate_indices, order, 1)
+    distances = _pair_distances(queries, database, best_indices)
+    order = np.lexsort((best_indices, distances), axis=1)
+    return np.take_along_axis(distances, order, 1), np.take_along_axis(best_indices, order, 1)
+
+
+def _pair_distances(queries, database, indices):
+    """Float64 Euclidean distance between each query and its rows of ``indices``."""
+    n_queries, k = indices.shape
+    rows = indices.ravel()
+    owners = np.repeat(np.arange(n_queries), k)
+    out = np.empty(rows.size, dtype=np.float64)
+    step = max(1, _BLOCK_ELEMENTS // max(queries.shape[1], 1))
+    for start in range(0, rows.size, step):
+        stop = start + step
+        diff = np.asarray(database[rows[start:stop]], dtype=np.float64)
+        diff -= queries[owners[start:stop]]
+        out[start:stop] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    return out.reshape(n_queries, k)
+
+
+def _n_rows(X):
+    return X.shape[0] if hasattr(X, "shape") else len(X)
+
+
+def _rows(X, start, stop):
+    return X.iloc[start:stop] if hasattr(X, "iloc") else X[start:stop]
+
+
+class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
+    """Retrieve the ECGs of a database that best match attribute combinations.
+
+    The retrieval setting of CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021):
+    the ECGs of a database, typically unlabelled, are embedded once by a
+    fitted :class:`~sklearn_crocs.CROCSClusterer`; a query is the prototype
+    of an attribute combination ("AFIB, female, over 70") or the embedding of
+    an example ECG, and :meth:`kneighbors` returns the database ECGs nearest
+    to it.
+
+    Parameters
+    ----------
+    estimator : CROCSClusterer or Pipeline ending in one
+        Gives the embeddings (``transform``) and the prototypes
+        (``get_prototypes``). ``fit(X, y)`` fits a clone of it; ``fit(X)``
+        uses it as it is, so it must be fitted already (plain, or wrapped in
+        :class:`sklearn.frozen.FrozenEstimator`).
+    n_neighbors : int, default=10
+        Number of ECGs retrieved per query by default (the paper's K).
+    query : {"learned", "mean"}, default="learned"
+        Prototypes that attribute combinations are translated into: the
+        learned clinical prototypes (CP CROCS), one for every combination, or
+        the mean training embedding of each combination (TP CROCS), which
+        exists only for combinations with training ECGs.
+    batch_size : int, default=1024
+        ECGs embedded at a time: ``fit`` reads the database in slices of this
+        many rows, so that a :func:`numpy.load` memmap is never loaded whole.
+    verbose : int, default=0
+        ``0`` is silent; ``1`` prints the embedding progress about ten times;
+        ``2`` after every batch.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        The estimator used: a fitted clone of ``estimator`` when ``fit`` was
+        given ``y``, else ``estimator`` itself (not a copy).
+    embeddings_ : ndarray of shape (n_samples_fit_, embedding_dim), dtype float32
+        Unit-norm embeddings of the indexed database.
+    n_samples_fit_ : int
+        Number of ECGs in the database.
+    prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
+        The query prototypes (learned or mean, see ``query``), unit norm.
+    prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
+        Attribute values of each row of ``prototypes_``.
+    query_attributes_ : pandas.DataFrame of shape (n_prototypes, n_attributes)
+        The same values with the attribute names as columns: row ``i`` names
+        row ``i`` of ``kneighbors()``.
+    attribute_names_ : list of str
+        Names of the attributes.
+    n_features_in_ : int
+        Number of values per ECG seen by the estimator in fit.
+
+    See Also
+    --------
+    CROCSClusterer.get_prototypes : The learned and mean prototypes.
+    sklearn.neighbors.NearestNeighbors : General nearest-neighbour search.
+    sklearn_crocs.metrics.precision_at_k : Precision of the retrieved ECGs.
+
+    Notes
+    -----
+    The search is exact: cosine similarities between the queries and the
+    database embeddings are computed with one float32 matrix product per
+    block of the database, and each block's best ``n_neighbors`` are merged
+    with the best so far, so memory stays bounded however large the
+    database. All vectors have unit norm, so ranking by cosine similarity is
+    ranking by Euclidean distance, ``sqrt(2 - 2 cos)``. The distances
+    returned are computed directly, in float64, for the neighbours found.
+    Equal distances are ordered by increasing database index (equal
+    similarities likewise when choosing the ``n_neighbors``), so results
+    are deterministic. Rows whose similarities differ only by float32
+    rounding (about 1e-7) may rank either way.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> from sklearn.frozen import FrozenEstimator
+    >>> from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+    >>> rng = np.random.RandomState(0)
+    >>> y = pd.DataFrame({"rhythm": rng.choice(["AFIB", "SR"], 60),
+    ...                   "sex": rng.choice(["F", "M"], 60)})
+    >>> freq = np.where(y["rhythm"] == "SR", 1.0, 2.5)[:, None]
+    >>> X = np.sin(freq * np.linspace(0, 20, 500)) + 0.3 * rng.randn(60, 500)
+    >>> model = CROCSClusterer(embedding_dim=8, max_epochs=3, lr=1e-3,
+    ...                        validation_fraction=None, random_state=0).fit(X, y)
+    >>> database = rng.randn(30, 500)  # unlabelled ECGs
+    >>> retriever = PrototypeRetriever(FrozenEstimator(model), n_neighbors=3).fit(database)
+    >>> distances, indices = retriever.kneighbors()  # one row per prototype
+    >>> indices.shape
+    (4, 3)
+    >>> retriever.query_attributes_
+      rhythm sex
+    0   AFIB   F
+    1   AFIB   M
+    2     SR   F
+    3     SR   M
+    >>> retriever.kneighbors([("SR", "F"), ("AFIB", "M")], return_distance=False).shape
+    (2, 3)
+    >>> retriever.kneighbors({"rhythm": "SR", "sex": "M"}, n_neighbors=5)[1].shape
+    (1, 5)
+    >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
+    array([0, 1])
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "transform"])],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "query": [StrOptions({"learned", "mean"})],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, estimator, *, n_neighbors=10, query="learned", batch_size=1024, verbose=0):
+        self.estimator = estimator
+        self.n_neighbors = n_neighbors
+        self.query = query
+        self.batch_size = batch_size
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y=None, groups=None):
+        """Index a database of ECGs, fitting the estimator first if ``y`` is given.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            The ECGs to search, for example a :func:`numpy.load` memmap; read
+            ``batch_size`` rows at a time.
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame, \
+default=None
+            Attributes of ``X``: a clone of ``estimator`` is fitted on
+            ``(X, y)`` and then ``X`` is indexed. ``None``: ``estimator`` must
+            be fitted already and ``X`` is only indexed.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG, passed to the estimator's ``fit`` with ``y``
+            (for a Pipeline, to its last step).
+
+        Returns
+        -------
+        self : PrototypeRetriever
+            The fitted retriever.
+        """
+        crocs = _crocs_step(self.estimator)
+        if y is None:
+            estimator = self.estimator
+            try:
+                check_is_fitted(estimator)
+            except NotFittedError as exc:
+                raise NotFittedError(
+                    f"{type(self).__name__}.fit(X) without y indexes X with an already "
+                    f"fitted estimator, but this {type(crocs).__name__} is not fitted. "
+                    "Fit it first (and optionally wrap it in sklearn.frozen.FrozenEstimator), "
+                    "or pass y to fit a clone of it on (X, y)."
+                ) from exc
+        else:
+            estimator = clone(self.estimator)
+            params = {}
+            if groups is not None:
+                last = estimator.steps[-1][0] if isinstance(estimator, Pipeline) else None
+                params["groups" if last is None else f"{last}__groups"] = groups
+            estimator.fit(X, y, **params)
+            crocs = _crocs_step(estimator)
+        self.estimator_ = estimator
+        self.embeddings_ = self._embed(X, name="X")
+        self.n_samples_fit_ = len(self.embeddings_)
+        self.prototypes_, self.prototype_attributes_ = crocs.get_prototypes(self.query)
+        self.attribute_names_ = list(crocs.attribute_names_)
+        self.query_attributes_ = pd.DataFrame(
+            {n: self.prototype_attributes_[:, i] for i, n in enumerate(self.attribute_names_)}
+        )
+        self.n_features_in_ = estimator.n_features_in_
+        return self
+
+    def _embed(self, X, *, name):
+        """Unit-norm float32 embeddings of X, computed ``batch_size`` rows at a time."""
+        if not hasattr(X, "shape") and not hasattr(X, "iloc"):
+            X = np.asarray(X)
+        if len(getattr(X, "shape", (0, 0))) < 2:
+            raise ValueError(
+                f"{name} must have shape (n_samples, n_timepoints) or (n_samples, n_leads, "
+                f"n_timepoints); got shape {getattr(X, 'shape', None)}. Reshape a single "
+                "ECG with X[None]."
+            )
+        n_samples = _n_rows(X)
+        if n_samples == 0:
+            raise ValueError(f"{name} holds no ECG (shape {X.shape}); pass at least one.")
+        n_batches = -(-n_samples // self.batch_size)
+        report_every = 1 if self.verbose > 1 else max(1, -(-n_batches // 10))
+        start_time = time.perf_counter()
+        embeddings = None
+        for batch, start in enumerate(range(0, n_samples, self.batch_size), 1):
+            stop = min(start + self.batch_size, n_samples)
+            rows = _rows(X, start, stop)
+            if isinstance(rows, np.ndarray) and not rows.flags.writeable:
+                rows = np.array(rows)  # a read-only memmap; torch wants writable memory
+            out = np.asarray(self.estimator_.transform(rows), dtype=np.float32)
+            if embeddings is None:
+                embeddings = np.empty((n_samples, out.shape[1]), dtype=np.float32)
+            embeddings[start:stop] = out
+            if self.verbose and (batch % report_every == 0 or batch == n_batches):
+                print(
+                    f"Embedded {stop}/{n_samples} ECGs ({time.perf_counter() - start_time:.1f} s)"
+                )
+        return embeddings
+
+    def _attribute_queries(self, queries):
+        """Attribute combinations as a DataFrame, or None if ``queries`` are signals."""
+        names = self.attribute_names_
+        if isinstance(queries, pd.Series):
+            queries = queries.to_dict()
+        if isinstance(queries, pd.DataFrame):
+            frame = queries.reset_index(drop=True)
+        elif isinstance(queries, dict):
+            listed = [not isinstance(v, (str, tuple)) and np.ndim(v) > 0 for v in queries.values()]
+            frame = pd.DataFrame(queries) if any(listed) else pd.DataFrame([queries])
+        elif isinstance(queries, tuple) or (
+            isinstance(queries, list)
+            and len(queries) > 0
+            and all(isinstance(q, (tuple, dict)) for q in queries)
+        ):
+            rows = [queries] if isinstance(queries, tuple) else queries
+            if all(isinstance(q, dict) for q in rows):
+                frame = pd.DataFrame(rows)
+            else:
+                for row in rows:
+                    if isinstance(row, dict) or len(row) != len(names):
+                        raise ValueError(
+                            f"Each attribute combination must give {len(names)} value(s), "
+                            f"one per attribute of {names}; got {row!r}."
+                        )
+                frame = pd.DataFrame([list(row) for row in rows], columns=names, dtype=object)
+        else:
+            array = np.asarray(queries)
+            if array.dtype.kind in "fiu":
+                return None
+            if array.dtype.kind not in "OUSb" or array.ndim not in (1, 2):
+                raise ValueError(
+                    "queries must be None, attribute combinations (a tuple, a list of "
+                    "tuples, a dict keyed by attribute name, a DataFrame or an array of "
+                    "strings) or numeric ECG signals; got an array of dtype "
+                    f"{array.dtype} and shape {array.shape}."
+                )
+            rows = array.reshape(-1, array.shape[-1]) if array.ndim == 2 else array[None]
+            if rows.shape[1] != len(names):
+                raise ValueError(
+                    f"Each attribute combination must give {len(names)} value(s), one per "
+                    f"attribute of {names}; got {rows.shape[1]}."
+                )
+            frame = pd.DataFrame(rows, columns=names, dtype=object)
+        frame.columns = [str(c) for c in frame.columns]
+        missing = [n for n in names if n not in frame.columns]
+        extra = [c for c in frame.columns if c not in names]
+        if missing or extra:
+            raise ValueError(
+                f"Attribute queries must give a value for each attribute of {names}; "
+                f"missing {missing}, unknown {extra}."
+            )
+        if len(frame) == 0:
+            raise ValueError("queries holds no attribute combination; pass at least one.")
+        return frame[names]
+
+    def _query_rows(self, frame):
+        """Rows of ``prototypes_`` of the combinations in ``frame``."""
+        crocs = _crocs_step(self.estimator_)
+        codes = crocs._encode_attributes(frame)  # clear error for unknown values
+        values = [tuple(cats[code] for cats, code in zip(crocs.categories_, row)) for row in codes]
+        position = {tuple(row): i for i, row in enumerate(self.prototype_attributes_)}
+        missing = [v for v in values if v not in position]
+        if missing:
+            listed = "; ".join(str(tuple(map(_python_value, v))) for v in missing[:10])
+            raise ValueError(
+                f"No training ECG has the attribute combination(s) {listed} of "
+                f"{self.attribute_names_}, so query='mean' (TP CROCS) has no prototype for "
+                "them. Use query='learned' (CP CROCS), which has a prototype for every "
+                "combination."
+            )
+        return np.array([position[v] for v in values], dtype=np.intp)
+
+    def kneighbors(self, queries=None, n_neighbors=None, return_distance=True):
+        """Find the database ECGs nearest to each query.
+
+        Parameters
+        ----------
+        queries : None, attribute combinations or ECG signals, default=None
+            What to search for. Told apart by type:
+
+            - ``None``: every prototype, in the order of ``query_attributes_``
+              (the paper's retrieval setting);
+            - attribute combinations, each translated into its prototype: a
+              tuple (one value per attribute, in the order of
+              ``attribute_names_``), a list of tuples, a dict keyed by attribute
+              name (scalar values: one query; lists: several), a list of such
+              dicts, a DataFrame with the attribute names as columns, or an
+              array of strings (one combination per row). Numeric attribute
+              values must come as tuples, dicts or a DataFrame;
+            - a numeric array of shape (n_queries, n_timepoints) or
+              (n_queries, n_leads, n_timepoints): ECG signals, embedded by the
+              estimator (query by example).
+        n_neighbors : int, default=None
+            Number of ECGs per query; ``None`` uses ``self.n_neighbors``.
+        return_distance : bool, default=True
+            Whether to return the distances too.
+
+        Returns
+        -------
+        distances : ndarray of shape (n_queries, n_neighbors), dtype float64
+            Euclidean distances between the unit-norm query and database
+            embeddings, increasing along each row. Only returned if
+            ``return_distance=True``.
+        indices : ndarray of shape (n_queries, n_neighbors)
+            Rows of the database (``X`` in ``fit``), nearest first; equal
+            distances are ordered by increasing index.
+        """
+        check_is_fitted(self)
+        if n_neighbors is None:
+            n_neighbors = self.n_neighbors
+        elif not isinstance(n_neighbors, Integral) or isinstance(n_neighbors, bool):
+            raise TypeError(f"n_neighbors must be an integer; got {n_neighbors!r}.")
+        elif n_neighbors <= 0:
+            raise ValueError(f"Expected n_neighbors > 0. Got {n_neighbors}")
+        if queries is None:
+            vectors = self.prototypes_
+        else:
+            frame = self._attribute_queries(queries)
+            if frame is None:
+                vectors = self._embed(queries, name="queries")
+            else:
+                vectors = self.prototypes_[self._query_rows(frame)]
+        if n_neighbors > self.n_samples_fit_:
+            raise ValueError(
+                f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {n_neighbors}, "
+                f"n_samples_fit = {self.n_samples_fit_}, n_samples = {len(vectors)}"
+            )
+        distances, indices = _top_k(vectors, self.embeddings_, n_neighbors)
+        if return_distance:
+            return distances, indices
+        return indices
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.target_tags.required = False
+        tags.target_tags.multi_output = True
+        return tags

@@ -1,0 +1,447 @@
+"""PrototypeRetriever: every query kind against brute force, exact top-k with ties, bad input."""
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import make_synthetic_ecgs
+from sklearn.base import clone
+from sklearn.decomposition import PCA
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.neighbors import NearestNeighbors
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+from sklearn_crocs._retrieval import _block_top_k, _top_k
+
+FAST = {"embedding_dim": 16, "max_epochs": 3, "lr": 3e-3, "batch_size": 32}
+
+
+def _model(**params):
+    return CROCSClusterer(**{**FAST, "validation_fraction": None, "random_state": 0, **params})
+
+
+@pytest.fixture(scope="module")
+def model(synthetic):
+    X, y, groups = synthetic
+    return _model().fit(X, y, groups=groups)
+
+
+@pytest.fixture(scope="module")
+def database():
+    """Unlabelled ECGs of other patients (another seed of the same generator)."""
+    X, y, _ = make_synthetic_ecgs(n_patients=30, frames_per_patient=2, seed=1)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def retriever(model, database):
+    return PrototypeRetriever(FrozenEstimator(model), n_neighbors=5).fit(database[0])
+
+
+def _brute_force(queries, embeddings, k):
+    """Reference: full float64 distance matrix, sorted by (distance, index)."""
+    queries = np.asarray(queries, dtype=np.float64)
+    embeddings = np.asarray(embeddings, dtype=np.float64)
+    distances = np.linalg.norm(queries[:, None, :] - embeddings[None, :, :], axis=2)
+    index = np.broadcast_to(np.arange(len(embeddings)), distances.shape)
+    order = np.lexsort((index, distances), axis=1)[:, :k]
+    return np.take_along_axis(distances, order, 1), order
+
+
+def _assert_same_neighbors(result, reference):
+    distances, indices = result
+    expected_distances, expected_indices = reference
+    assert distances.shape == indices.shape == expected_indices.shape
+    np.testing.assert_allclose(distances, expected_distances, atol=1e-5)
+    np.testing.assert_array_equal(indices, expected_indices)
+
+
+# ---------------------------------------------------------------- fitted state
+def test_fitted_attributes(retriever, model, database):
+    X_db, _ = database
+    assert retriever.estimator_ is retriever.estimator  # fit(X) keeps the estimator as is
+    assert retriever.n_samples_fit_ == len(X_db)
+    assert retriever.embeddings_.dtype == np.float32
+    np.testing.assert_allclose(retriever.embeddings_, model.transform(X_db), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(retriever.prototypes_, model.get_prototypes("learned")[0])
+    np.testing.assert_array_equal(retriever.prototype_attributes_, model.prototype_attributes_)
+    assert retriever.attribute_names_ == ["rhythm", "sex", "age_group"]
+    assert list(retriever.query_attributes_.columns) == retriever.attribute_names_
+    np.testing.assert_array_equal(
+        retriever.query_attributes_.to_numpy(), retriever.prototype_attributes_
+    )
+    assert retriever.n_features_in_ == 600
+
+
+# ---------------------------------------------------------------- query kinds
+def test_prototype_queries_match_brute_force_and_sklearn(retriever):
+    distances, indices = retriever.kneighbors()
+    assert distances.shape == indices.shape == (12, 5)
+    assert distances.dtype == np.float64
+    assert np.all(np.diff(distances, axis=1) >= 0)
+    _assert_same_neighbors(
+        (distances, indices), _brute_force(retriever.prototypes_, retriever.embeddings_, 5)
+    )
+    nn = NearestNeighbors(n_neighbors=5, algorithm="brute").fit(retriever.embeddings_)
+    sk_distances, sk_indices = nn.kneighbors(retriever.prototypes_)
+    np.testing.assert_allclose(distances, sk_distances, atol=1e-5)
+    np.testing.assert_array_equal(indices, sk_indices)
+    np.testing.assert_array_equal(retriever.kneighbors(return_distance=False), indices)
+
+
+def test_n_neighbors_argument_overrides_the_parameter(retriever):
+    distances, indices = retriever.kneighbors(n_neighbors=60)  # the whole database
+    assert indices.shape == (12, 60)
+    assert all(sorted(row) == list(range(60)) for row in indices)
+    np.testing.assert_array_equal(indices[:, :5], retriever.kneighbors()[1])
+
+
+@pytest.mark.parametrize(
+    ("queries", "rows"),
+    [
+        (("SR", "F", "<60"), [8]),
+        ([("SR", "F", "<60"), ("AFIB", "M", ">=60")], [8, 3]),
+        ({"sex": "M", "rhythm": "SB", "age_group": "<60"}, [6]),
+        ({"rhythm": ["SB", "AFIB"], "sex": ["M", "F"], "age_group": ["<60", "<60"]}, [6, 0]),
+        ([{"rhythm": "SR", "sex": "M", "age_group": ">=60"}], [11]),
+        (pd.DataFrame({"age_group": [">=60"], "rhythm": ["SB"], "sex": ["F"]}), [5]),
+        (pd.Series({"rhythm": "SB", "sex": "F", "age_group": ">=60"}), [5]),
+        (np.array([["SR", "M", "<60"], ["SB", "F", ">=60"]]), [10, 5]),
+        (["SR", "M", "<60"], [10]),
+    ],
+    ids=["tuple", "tuples", "dict", "dict-of-lists", "dicts", "frame", "series", "array", "list"],
+)
+def test_attribute_queries_are_their_prototypes(retriever, queries, rows):
+    expected = _brute_force(retriever.prototypes_[rows], retriever.embeddings_, 5)
+    _assert_same_neighbors(retriever.kneighbors(queries), expected)
+    full = retriever.kneighbors()
+    np.testing.assert_array_equal(retriever.kneighbors(queries)[1], full[1][rows])
+    named = retriever.query_attributes_.iloc[rows]
+    assert named.shape == (len(rows), 3)
+
+
+def test_query_by_example_matches_brute_force(retriever, model, database, synthetic):
+    X, _, _ = synthetic
+    queries = X[:7]
+    expected = _brute_force(model.transform(queries), retriever.embeddings_, 5)
+    _assert_same_neighbors(retriever.kneighbors(queries), expected)
+    # A 2-D array of one lead, and an ECG of the database finds itself first.
+    X_db, _ = database
+    distances, indices = retriever.kneighbors(X_db[[4, 9], 0, :], n_neighbors=1)
+    np.testing.assert_array_equal(indices.ravel(), [4, 9])
+    np.testing.assert_allclose(distances, 0, atol=1e-6)
+
+
+def test_mean_query_uses_tp_crocs_prototypes(model, database):
+    X_db, _ = database
+    retriever = PrototypeRetriever(model, query="mean", n_neighbors=3).fit(X_db)
+    prototypes, attributes = model.get_prototypes("mean")
+    np.testing.assert_array_equal(retriever.prototypes_, prototypes)
+    np.testing.assert_array_equal(retriever.prototype_attributes_, attributes)
+    _assert_same_neighbors(
+        retriever.kneighbors(), _brute_force(prototypes, retriever.embeddings_, 3)
+    )
+    row = [tuple(a) for a in attributes].index(("SB", "M", ">=60"))
+    _assert_same_neighbors(
+        retriever.kneighbors(("SB", "M", ">=60")),
+        _brute_force(prototypes[[row]], retriever.embeddings_, 3),
+    )
+
+
+def test_mean_query_of_a_combination_without_training_ecg(synthetic, database):
+    X, y, _ = synthetic
+    keep = ~((y["rhythm"] == "SR") & (y["sex"] == "F") & (y["age_group"] == "<60")).to_numpy()
+    with pytest.warns(UserWarning, match="have no training ECG"):
+        model = _model(max_epochs=1, prototypes="mean").fit(X[keep], y[keep])
+    X_db, _ = database
+    mean = PrototypeRetriever(model, query="mean", n_neighbors=2).fit(X_db)
+    assert len(mean.prototypes_) == 11
+    assert ("SR", "F", "<60") not in [tuple(r) for r in mean.prototype_attributes_]
+    with pytest.raises(
+        ValueError,
+        match=r"No training ECG has the attribute combination\(s\) \('SR', 'F', '<60'\).*query='learned'",
+    ):
+        mean.kneighbors(("SR", "F", "<60"))
+    learned = PrototypeRetriever(model, query="learned", n_neighbors=2).fit(X_db)
+    assert learned.kneighbors(("SR", "F", "<60"))[1].shape == (1, 2)
+    assert len(learned.prototypes_) == 12
+
+
+def test_numeric_attributes_are_queried_with_tuples(synthetic, database):
+    X, y, _ = synthetic
+    codes = np.column_stack([pd.factorize(y[c], sort=True)[0] for c in y.columns])
+    model = _model(max_epochs=1).fit(X, codes)
+    retriever = PrototypeRetriever(model, n_neighbors=4).fit(database[0])
+    row = [tuple(r) for r in retriever.prototype_attributes_].index((2, 0, 1))
+    np.testing.assert_array_equal(
+        retriever.kneighbors((2, 0, 1))[1], retriever.kneighbors()[1][[row]]
+    )
+    frame = pd.DataFrame({"attribute_0": [2], "attribute_1": [0], "attribute_2": [1]})
+    np.testing.assert_array_equal(retriever.kneighbors(frame)[1], retriever.kneighbors()[1][[row]])
+    with pytest.raises(
+        ValueError, match=r"Attribute 'attribute_0' has values \[7\].*known values: \[0, 1, 2\]"
+    ):
+        retriever.kneighbors((7, 0, 1))
+
+
+# -------------------------------------------------------------- exact top-k
+def _exact_vectors():
+    """Exactly unit vectors whose dot products are exact multiples of 1/4: many ties."""
+    base = np.array(
+        [
+            [1, 0, 0, 0],
+            [0, 1, 0, 0],
+            [0, 0, 0, -1],
+            [0.5, 0.5, 0.5, 0.5],
+            [0.5, -0.5, 0.5, -0.5],
+            [-0.5, 0.5, 0.5, 0.5],
+        ],
+        dtype=np.float32,
+    )
+    rng = np.random.RandomState(0)
+    database = base[rng.randint(len(base), size=57)]
+    queries = np.vstack([base, [[0, 0, 1, 0], [-1, 0, 0, 0]]]).astype(np.float32)
+    return queries, database
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 57])
+@pytest.mark.parametrize("block_size", [1, 4, 13, 57, None])
+def test_top_k_with_ties_is_exact_and_block_independent(k, block_size):
+    queries, database = _exact_vectors()
+    result = _top_k(queries, database, k, block_size=block_size)
+    reference = _brute_force(queries, database, k)
+    np.testing.assert_array_equal(result[1], reference[1])  # ties -> lower index
+    np.testing.assert_array_equal(result[0], reference[0])
+    # scikit-learn finds the same distances; among equal distances its order is unspecified.
+    nn = NearestNeighbors(n_neighbors=k, algorithm="brute").fit(database)
+    sk_distances, sk_indices = nn.kneighbors(queries)
+    np.testing.assert_allclose(sk_distances, reference[0], atol=1e-6)
+    for row, sk_row, d in zip(result[1], sk_indices, reference[0]):
+        complete = d < d[-1] - 1e-6  # groups of ties cut by k may differ
+        assert set(row[complete]) == set(sk_row[complete])
+
+
+@pytest.mark.parametrize("block_size", [1, 7, 100, 4096])
+def test_top_k_random_chunked_equals_unchunked_equals_sklearn(block_size):
+    rng = np.random.RandomState(1)
+    database = rng.randn(500, 16).astype(np.float32)
+    database /= np.linalg.norm(database, axis=1, keepdims=True)
+    queries = rng.randn(9, 16).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    chunked = _top_k(queries, database, 10, block_size=block_size)
+    unchunked = _top_k(queries, database, 10, block_size=len(database))
+    np.testing.assert_array_equal(chunked[1], unchunked[1])
+    np.testing.assert_allclose(chunked[0], unchunked[0], rtol=1e-12)
+    _assert_same_neighbors(chunked, _brute_force(queries, database, 10))
+    sk_distances, sk_indices = NearestNeighbors(n_neighbors=10).fit(database).kneighbors(queries)
+    np.testing.assert_array_equal(chunked[1], sk_indices)
+    np.testing.assert_allclose(chunked[0], sk_distances, atol=1e-6)
+
+
+def test_top_k_reads_a_memmap_block_by_block(tmp_path):
+    rng = np.random.RandomState(2)
+    database = rng.randn(300, 8).astype(np.float32)
+    database /= np.linalg.norm(database, axis=1, keepdims=True)
+    np.save(tmp_path / "emb.npy", database)
+    memmap = np.load(tmp_path / "emb.npy", mmap_mode="r")
+    queries = database[[5, 17, 250]]
+    distances, indices = _top_k(queries, memmap, 4, block_size=64)
+    np.testing.assert_array_equal(indices[:, 0], [5, 17, 250])
+    np.testing.assert_array_equal(distances[:, 0], 0.0)  # exact, not sqrt(2 - 2 cos)
+    _assert_same_neighbors((distances, indices), _brute_force(queries, database, 4))
+
+
+def test_block_top_k_keeps_lowest_columns_among_ties():
+    similarities = np.array([[0.5, 0.9, 0.5, 0.5, 0.1], [0.2, 0.2, 0.2, 0.2, 0.2]], np.float32)
+    np.testing.assert_array_equal(_block_top_k(similarities, 2), [[0, 1], [0, 1]])
+    np.testing.assert_array_equal(_block_top_k(similarities, 3), [[0, 1, 2], [0, 1, 2]])
+
+
+def test_duplicated_ecgs_tie_and_come_in_index_order(model, database):
+    X_db, _ = database
+    doubled = np.concatenate([X_db[:10], X_db[:10]])
+    retriever = PrototypeRetriever(model, n_neighbors=20).fit(doubled)
+    np.testing.assert_array_equal(retriever.embeddings_[:10], retriever.embeddings_[10:])
+    distances, indices = retriever.kneighbors()
+    for row, d in zip(indices, distances):
+        np.testing.assert_array_equal(d[0::2], d[1::2])  # pairs of equal distances
+        np.testing.assert_array_equal(row[1::2], row[0::2] + 10)  # lower index first
+
+
+# ----------------------------------------------------------- fit and database
+def test_fit_with_y_fits_a_clone_and_passes_groups(synthetic):
+    X, y, groups = synthetic
+    estimator = _model(max_epochs=2, validation_fraction=0.25)
+    retriever = PrototypeRetriever(estimator, n_neighbors=3).fit(X, y, groups=groups)
+    assert not hasattr(estimator, "net_")  # the given estimator is left unfitted
+    reference = clone(estimator).fit(X, y, groups=groups)
+    np.testing.assert_array_equal(retriever.estimator_.prototypes_, reference.prototypes_)
+    np.testing.assert_allclose(retriever.embeddings_, reference.transform(X), rtol=1e-5, atol=1e-6)
+    # Without groups the validation split is by ECG, which gives another model.
+    other = PrototypeRetriever(estimator, n_neighbors=3).fit(X, y)
+    assert not np.array_equal(other.estimator_.prototypes_, reference.prototypes_)
+
+
+def test_pipeline_ending_in_crocs(synthetic, database):
+    X, y, groups = synthetic
+    pipeline = make_pipeline(
+        FunctionTransformer(np.negative), _model(max_epochs=2, validation_fraction=0.25)
+    )
+    retriever = PrototypeRetriever(pipeline, n_neighbors=4).fit(X, y, groups=groups)
+    crocs = retriever.estimator_[-1]
+    np.testing.assert_array_equal(retriever.prototypes_, crocs.get_prototypes("learned")[0])
+    X_db, _ = database
+    frozen = PrototypeRetriever(FrozenEstimator(retriever.estimator_), n_neighbors=4).fit(X_db)
+    expected = _brute_force(crocs.transform(-X_db), frozen.embeddings_, 4)
+    _assert_same_neighbors(
+        frozen.kneighbors(), _brute_force(frozen.prototypes_, frozen.embeddings_, 4)
+    )
+    np.testing.assert_allclose(frozen.embeddings_, crocs.transform(-X_db), rtol=1e-5, atol=1e-6)
+    _assert_same_neighbors(frozen.kneighbors(X_db[:3]), (expected[0][:3], expected[1][:3]))
+
+
+def test_batched_embedding_with_progress_and_memmap(model, database, tmp_path, capsys):
+    X_db, _ = database
+    np.save(tmp_path / "db.npy", X_db)
+    memmap = np.load(tmp_path / "db.npy", mmap_mode="r")
+    retriever = PrototypeRetriever(model, batch_size=7, verbose=1).fit(memmap)
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("Embedded 7/60 ECGs")
+    assert lines[-1].startswith("Embedded 60/60 ECGs")
+    assert len(lines) == 9  # every batch: 9 batches, fewer than 10 reports
+    np.testing.assert_allclose(retriever.embeddings_, model.transform(X_db), rtol=1e-5, atol=1e-6)
+    PrototypeRetriever(model, batch_size=7, verbose=0).fit(memmap)
+    assert capsys.readouterr().out == ""
+    PrototypeRetriever(model, batch_size=2, verbose=1).fit(memmap)
+    assert len(capsys.readouterr().out.strip().splitlines()) == 10  # 30 batches, every third
+
+
+def test_joblib_round_trip(retriever, database, tmp_path):
+    X_db, _ = database
+    joblib.dump(retriever, tmp_path / "retriever.joblib")
+    loaded = joblib.load(tmp_path / "retriever.joblib")
+    for queries in (None, ("SB", "F", "<60"), X_db[:3]):
+        expected = retriever.kneighbors(queries)
+        result = loaded.kneighbors(queries)
+        np.testing.assert_array_equal(result[1], expected[1])
+        np.testing.assert_allclose(result[0], expected[0], rtol=1e-6)
+    pd.testing.assert_frame_equal(loaded.query_attributes_, retriever.query_attributes_)
+
+
+def test_clone_and_params(retriever):
+    params = retriever.get_params()
+    assert params["n_neighbors"] == 5
+    assert params["query"] == "learned"
+    fresh = clone(retriever)
+    assert not hasattr(fresh, "embeddings_")
+    assert fresh.estimator is retriever.estimator  # FrozenEstimator clones to itself
+
+
+# ------------------------------------------------------------------ bad input
+def test_unfitted_estimator_without_y(database):
+    X_db, _ = database
+    message = r"fit\(X\) without y indexes X with an already fitted estimator.*pass y"
+    with pytest.raises(NotFittedError, match=message):
+        PrototypeRetriever(_model()).fit(X_db)
+    with pytest.raises(NotFittedError, match=message):
+        PrototypeRetriever(FrozenEstimator(_model())).fit(X_db)
+    with pytest.raises(NotFittedError):
+        PrototypeRetriever(_model()).kneighbors()
+
+
+def test_estimator_without_prototypes(database):
+    X_db, _ = database
+    with pytest.raises(TypeError, match="must be a CROCSClusterer.*got PCA"):
+        PrototypeRetriever(PCA()).fit(X_db[:, 0, :], np.zeros(len(X_db)))
+
+
+def test_bad_parameters(model, database):
+    X_db, _ = database
+    with pytest.raises(InvalidParameterError, match="n_neighbors"):
+        PrototypeRetriever(model, n_neighbors=0).fit(X_db)
+    with pytest.raises(InvalidParameterError, match="query"):
+        PrototypeRetriever(model, query="median").fit(X_db)
+
+
+def test_bad_n_neighbors(retriever):
+    with pytest.raises(
+        ValueError,
+        match="Expected n_neighbors <= n_samples_fit, but n_neighbors = 61, n_samples_fit = 60, n_samples = 12",
+    ):
+        retriever.kneighbors(n_neighbors=61)
+    with pytest.raises(ValueError, match="Expected n_neighbors > 0. Got 0"):
+        retriever.kneighbors(n_neighbors=0)
+    with pytest.raises(TypeError, match="n_neighbors must be an integer"):
+        retriever.kneighbors(n_neighbors=2.5)
+
+
+def test_bad_attribute_queries(retriever):
+    with pytest.raises(
+        ValueError,
+        match=r"Attribute 'sex' has values \['X'\] that were not seen in fit; known values: \['F', 'M'\]",
+    ):
+        retriever.kneighbors(("SR", "X", "<60"))
+    with pytest.raises(
+        ValueError,
+        match=r"must give 3 value\(s\), one per attribute of \['rhythm', 'sex', 'age_group'\]",
+    ):
+        retriever.kneighbors(("SR", "F"))
+    with pytest.raises(ValueError, match=r"missing \['age_group'\], unknown \['age'\]"):
+        retriever.kneighbors({"rhythm": "SR", "sex": "F", "age": "<60"})
+    with pytest.raises(ValueError, match=r"missing \['age_group'\], unknown \[\]"):
+        retriever.kneighbors(pd.DataFrame({"rhythm": ["SR"], "sex": ["F"]}))
+    with pytest.raises(ValueError, match="holds no attribute combination"):
+        retriever.kneighbors(pd.DataFrame(columns=["rhythm", "sex", "age_group"]))
+    with pytest.raises(ValueError, match="numeric ECG signals; got an array of dtype complex"):
+        retriever.kneighbors(np.ones((2, 600), dtype=complex))
+
+
+def test_bad_signal_queries(retriever, database):
+    X_db, _ = database
+    with pytest.raises(ValueError, match=r"must have shape \(n_samples, n_timepoints\).*X\[None\]"):
+        retriever.kneighbors(X_db[0, 0])
+    with pytest.raises(
+        ValueError,
+        match=r"X has 1 lead\(s\) of 300 samples, but CROCSClusterer was fitted on 1 lead\(s\) of 600",
+    ):
+        retriever.kneighbors(X_db[:2, :, :300])
+    with pytest.raises(ValueError, match="NaN"):
+        retriever.kneighbors(np.full((1, 600), np.nan))
+    with pytest.raises(ValueError, match="holds no ECG"):
+        retriever.kneighbors(np.empty((0, 600)))
+
+
+def test_bad_database(model):
+    with pytest.raises(ValueError, match="X holds no ECG"):
+        PrototypeRetriever(model).fit(np.empty((0, 1, 600)))
+    with pytest.raises(ValueError, match=r"X must have shape"):
+        PrototypeRetriever(model).fit(np.zeros(600))
+
+
+# -------------------------------------------------------- scikit-learn checks
+FAST_CNN = {"channels": (4,), "kernel_size": 1, "stride": 1, "pool_size": 1}
+
+
+@parametrize_with_checks(
+    [
+        PrototypeRetriever(
+            CROCSClusterer(
+                encoder_params=FAST_CNN,
+                embedding_dim=8,
+                max_epochs=2,
+                lr=1e-2,
+                validation_fraction=None,
+                random_state=0,
+            ),
+            n_neighbors=2,
+        )
+    ]
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
