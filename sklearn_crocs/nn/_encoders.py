@@ -12,6 +12,9 @@ with the same contract.
 """
 
 from torch import nn
+from torch.nn.utils.fusion import fuse_conv_bn_weights
+
+from ._layers import PolyphaseConv1d, ReLUMaxPoolDropout
 
 __all__ = ["CNNEncoder", "ResNet1dEncoder"]
 
@@ -65,6 +68,13 @@ class CNNEncoder(nn.Module):
     the linear layer is derived from ``n_timepoints`` (320 for the paper's
     2500-sample single-lead frames).
 
+    The layers are evaluated in a faster but equivalent form: strided
+    convolutions as stride-1 convolutions over input phases
+    (:class:`PolyphaseConv1d`), ``ReLU -> MaxPool1d -> Dropout`` fused
+    (:class:`ReLUMaxPoolDropout`), and in evaluation mode batch norm folded
+    into the convolutions. :meth:`reference_layers` returns the plain
+    torch layers with the same parameters.
+
     Parameters
     ----------
     in_channels : int
@@ -92,7 +102,8 @@ class CNNEncoder(nn.Module):
     Attributes
     ----------
     features : torch.nn.Sequential
-        The convolutional stages.
+        The convolutional stages: ``PolyphaseConv1d``, ``BatchNorm1d`` and
+        ``ReLUMaxPoolDropout`` per stage.
     head : torch.nn.Sequential
         ``Flatten -> Linear -> ReLU``.
     n_flat_features : int
@@ -134,11 +145,9 @@ class CNNEncoder(nn.Module):
         layers = []
         for c_in, c_out in zip((in_channels, *channels[:-1]), channels):
             layers += [
-                nn.Conv1d(c_in, c_out, kernel_size, stride=stride),
+                PolyphaseConv1d(c_in, c_out, kernel_size, stride=stride),
                 nn.BatchNorm1d(c_out),
-                nn.ReLU(),
-                nn.MaxPool1d(pool_size),
-                nn.Dropout(dropout),
+                ReLUMaxPoolDropout(pool_size, p=dropout),
             ]
         self.features = nn.Sequential(*layers)
         self.n_flat_features = channels[-1] * length
@@ -150,7 +159,51 @@ class CNNEncoder(nn.Module):
 
     def forward(self, x):
         """Embed a batch of shape (batch, in_channels, n_timepoints)."""
-        return self.head(self.features(x))
+        if self.training:
+            return self.head(self.features(x))
+        # Evaluation: fold each batch norm into the convolution before it,
+        # which saves one pass over every feature map.
+        stages = self.features
+        for conv, bn, activation in zip(stages[0::3], stages[1::3], stages[2::3]):
+            weight, bias = fuse_conv_bn_weights(
+                conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias
+            )
+            x = activation(conv._conv_forward(x, weight, bias))
+        return self.head(x)
+
+    def reference_layers(self):
+        """The same network as a plain ``nn.Sequential`` of standard torch layers.
+
+        Shares this encoder's parameters and buffers. The encoder computes the
+        same function faster (see :class:`PolyphaseConv1d` and
+        :class:`ReLUMaxPoolDropout`); the plain form is the paper's Table 5
+        layer by layer, for inspection or export.
+
+        Returns
+        -------
+        model : torch.nn.Sequential
+            ``Conv1d -> BatchNorm1d -> ReLU -> MaxPool1d -> Dropout`` per
+            stage, then ``Flatten -> Linear -> ReLU``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from sklearn_crocs.nn import CNNEncoder
+        >>> encoder = CNNEncoder(1, 2500, 128).eval()
+        >>> plain = encoder.reference_layers().eval()
+        >>> x = torch.randn(4, 1, 2500)
+        >>> torch.allclose(encoder(x), plain(x), atol=1e-5)
+        True
+        """
+        layers = []
+        stages = self.features
+        for conv, bn, pool in zip(stages[0::3], stages[1::3], stages[2::3]):
+            plain = nn.Conv1d(
+                conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride
+            )
+            plain.weight, plain.bias = conv.weight, conv.bias
+            layers += [plain, bn, nn.ReLU(), nn.MaxPool1d(pool.kernel_size), nn.Dropout(pool.p)]
+        return nn.Sequential(*layers, *self.head)
 
 
 class _BasicBlock1d(nn.Module):

@@ -9,7 +9,7 @@ from sklearn_crocs.nn._encoders import _min_input_length, _output_length
 
 
 def test_cnn_matches_paper_architecture():
-    encoder = CNNEncoder(in_channels=1, n_timepoints=2500, embedding_dim=128)
+    encoder = CNNEncoder(in_channels=1, n_timepoints=2500, embedding_dim=128).reference_layers()
     convs = [m for m in encoder.modules() if isinstance(m, nn.Conv1d)]
     assert [(c.in_channels, c.out_channels, c.kernel_size[0], c.stride[0]) for c in convs] == [
         (1, 4, 7, 3),
@@ -21,9 +21,9 @@ def test_cnn_matches_paper_architecture():
     assert [p.kernel_size for p in pools] == [2, 2, 2]
     dropouts = [m for m in encoder.modules() if isinstance(m, nn.Dropout)]
     assert [d.p for d in dropouts] == [0.1, 0.1, 0.1]
-    linear = encoder.head[1]
+    linear = encoder[-2]
     assert (linear.in_features, linear.out_features) == (320, 128)
-    assert isinstance(encoder.head[2], nn.ReLU)
+    assert isinstance(encoder[-1], nn.ReLU)
 
 
 @pytest.mark.parametrize("encoder_cls", [CNNEncoder, ResNet1dEncoder])

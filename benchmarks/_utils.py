@@ -1,0 +1,102 @@
+"""Timing, memory and table helpers shared by the benchmark scripts."""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+
+def machine_summary():
+    """One line describing where the figures were measured."""
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
+        f"numpy {np.__version__}, python {platform.python_version()}"
+    )
+
+
+def repeat(fn, repeats):
+    """Wall-clock seconds of ``repeats`` calls of ``fn`` (after one untimed warm-up call)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return np.asarray(times)
+
+
+def summary(times, work=None):
+    """Median and inter-quartile spread of times, or of ``work / time`` rates."""
+    values = np.asarray(times) if work is None else work / np.asarray(times)
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return {"median": float(median), "q1": float(q1), "q3": float(q3)}
+
+
+def reset_peak_rss():
+    """Reset the kernel's peak-RSS counter of this process (Linux), if possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def rss_mb(field="VmRSS"):
+    """Current (``VmRSS``) or peak (``VmHWM``) resident memory of this process in MiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"{field} not found in /proc/self/status")
+
+
+def run_isolated(module, function, **kwargs):
+    """Run ``module.function(**kwargs)`` in a fresh Python process; return its JSON result.
+
+    Each measurement gets its own process so that peak memory and allocator
+    state of one case cannot leak into the next.
+    """
+    code = (
+        "import json, sys; "
+        f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+        f"from {module} import {function} as f; "
+        f"print('RESULT' + json.dumps(f(**json.loads(sys.argv[1]))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(kwargs)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{module}.{function}({kwargs}) failed:\n{done.stderr[-3000:]}")
+    line = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT")][-1]
+    return json.loads(line[len("RESULT") :])
+
+
+def fmt_rate(stats, unit=""):
+    """``median [q1-q3]`` for a summary dict."""
+    return f"{stats['median']:,.0f} [{stats['q1']:,.0f}-{stats['q3']:,.0f}]{unit}"
+
+
+def fmt_ms(stats):
+    """Milliseconds ``median [q1-q3]`` for a summary of seconds."""
+    return f"{1e3 * stats['median']:,.1f} [{1e3 * stats['q1']:,.1f}-{1e3 * stats['q3']:,.1f}]"
+
+
+def print_table(title, header, rows):
+    """Print a plain-text table with right-aligned columns."""
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
+    print(f"\n{title}")
+    line = "  ".join(str(h).rjust(w) for h, w in zip(header, widths))
+    print(line)
+    print("-" * len(line))
+    for row in rows:
+        print("  ".join(str(c).rjust(w) for c, w in zip(row, widths)))

@@ -1,0 +1,275 @@
+"""Training and embedding throughput: CROCSClusterer against plain PyTorch loops.
+
+Cases, each measured in its own process on the same random data:
+
+- *plain loop, reference layers*: what one writes from the paper — an
+  ``nn.Sequential`` of the paper's layers, the CROCS loss written out in a few
+  lines, ``DataLoader(TensorDataset(X, y), batch_size, shuffle=True)`` and Adam;
+- *plain loop, same model*: the package's encoder and ``CROCSLoss`` driven by a
+  hand-written loop over contiguous batch slices (no estimator, no skorch), to
+  isolate what the estimator itself costs;
+- ``CROCSClusterer.fit`` (no validation split) and ``transform``.
+
+Embedding compares ``transform`` with the reference layers' forward pass in
+``torch.no_grad`` over a DataLoader. Throughput is frames per second (median and
+inter-quartile range over repeats); memory is the process's peak RSS.
+
+Run ``python benchmarks/bench_training.py`` (``--quick`` for a smoke run).
+"""
+
+import argparse
+import itertools
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from _utils import (
+    fmt_rate,
+    machine_summary,
+    print_table,
+    repeat,
+    reset_peak_rss,
+    rss_mb,
+    run_isolated,
+    summary,
+)
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+COMBINATIONS = np.array(list(itertools.product(range(4), range(2), range(4))))  # M = 32
+
+CONFIGS = {
+    "cnn": {"leads": 1, "length": 2500, "embedding_dim": 128, "encoder": "cnn"},
+    "resnet": {"leads": 12, "length": 2500, "embedding_dim": 256, "encoder": "resnet"},
+}
+
+
+def _data(n, leads, length, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, leads, length), dtype=np.float32)
+    codes = rng.integers(0, len(COMBINATIONS), n)
+    return X, COMBINATIONS[codes], codes
+
+
+def reference_cnn(in_channels, length, embedding_dim):
+    """The paper's CNN (Appendix B) with standard torch layers."""
+    layers, c_in = [], in_channels
+    for c_out in (4, 16, 32):
+        layers += [
+            nn.Conv1d(c_in, c_out, 7, stride=3),
+            nn.BatchNorm1d(c_out),
+            nn.ReLU(),
+            nn.MaxPool1d(2),
+            nn.Dropout(0.1),
+        ]
+        c_in = c_out
+    features = nn.Sequential(*layers)
+    with torch.no_grad():
+        n_flat = features(torch.zeros(1, in_channels, length)).numel()
+    return nn.Sequential(features, nn.Flatten(), nn.Linear(n_flat, embedding_dim), nn.ReLU())
+
+
+def reference_model(config):
+    if config["encoder"] == "cnn":
+        return reference_cnn(config["leads"], config["length"], config["embedding_dim"])
+    from sklearn_crocs.nn import ResNet1dEncoder  # the ResNet has no faster variant
+
+    return ResNet1dEncoder(config["leads"], config["length"], config["embedding_dim"])
+
+
+class PlainCROCSLoss(nn.Module):
+    """NCE-soft + regulariser written plainly (weights table built once)."""
+
+    def __init__(self, embedding_dim, tau_s=0.1, tau_w=1.0, beta=0.2):
+        super().__init__()
+        from sklearn_crocs.nn import attribute_weight_table
+
+        self.prototypes = nn.Parameter(F.normalize(torch.randn(len(COMBINATIONS), embedding_dim)))
+        self.register_buffer(
+            "weights", torch.as_tensor(attribute_weight_table(COMBINATIONS, tau_w=tau_w)).float()
+        )
+        same = COMBINATIONS[:, None, 0] == COMBINATIONS[None, :, 0]
+        j, k = np.nonzero(np.triu(same, 1))
+        hamming = (COMBINATIONS[j] != COMBINATIONS[k]).sum(1)
+        self.register_buffer("j", torch.as_tensor(j))
+        self.register_buffer("k", torch.as_tensor(k))
+        self.register_buffer("target", torch.as_tensor(beta * hamming).float())
+        self.tau_s = tau_s
+
+    def forward(self, v, codes):
+        p = F.normalize(self.prototypes, dim=1)
+        logits = F.normalize(v, dim=1) @ p.T / self.tau_s
+        nce = -(self.weights[codes] * F.log_softmax(logits, dim=1)).sum(1).mean()
+        reg = 2 * (((p[self.j] - p[self.k]).norm(dim=1) - self.target) ** 2).sum()
+        return nce + reg
+
+
+def train_plain(config, n, epochs, repeats, same_model, batch_size=256):
+    """Frames/s of a hand-written training loop."""
+    X, _, codes = _data(n, config["leads"], config["length"])
+    torch.manual_seed(0)
+    if same_model:
+        from sklearn_crocs.nn import CNNEncoder, CROCSLoss, ResNet1dEncoder
+
+        encoder_cls = CNNEncoder if config["encoder"] == "cnn" else ResNet1dEncoder
+        model = encoder_cls(config["leads"], config["length"], config["embedding_dim"])
+        criterion = CROCSLoss(COMBINATIONS, config["embedding_dim"])
+        X_t, y_t = torch.from_numpy(X), torch.from_numpy(codes)
+
+        def batches():
+            order = torch.randperm(n)
+            for start in range(0, n, batch_size):
+                idx = order[start : start + batch_size]
+                yield X_t.index_select(0, idx), y_t[idx]
+    else:
+        model = reference_model(config)
+        criterion = PlainCROCSLoss(config["embedding_dim"])
+        loader = DataLoader(
+            TensorDataset(torch.from_numpy(X), torch.from_numpy(codes)),
+            batch_size=batch_size,
+            shuffle=True,
+        )
+
+        def batches():
+            return iter(loader)
+
+    optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4)
+    model.train()
+
+    def run():
+        for _ in range(epochs):
+            for xb, yb in batches():
+                optimizer.zero_grad()
+                loss = criterion(model(xb), yb)
+                loss.backward()
+                optimizer.step()
+
+    reset_peak_rss()
+    times = repeat(run, repeats)
+    return {"rate": summary(times, epochs * n), "peak_mb": rss_mb("VmHWM")}
+
+
+def train_estimator(config, n, epochs, repeats, batch_size=256):
+    """Frames/s of CROCSClusterer.fit (whole fit, and its training epochs alone)."""
+    from sklearn_crocs import CROCSClusterer
+
+    X, y, _ = _data(n, config["leads"], config["length"])
+    model = CROCSClusterer(
+        encoder=config["encoder"],
+        embedding_dim=config["embedding_dim"],
+        max_epochs=epochs,
+        batch_size=batch_size,
+        validation_fraction=None,
+        random_state=0,
+    )
+    epoch_times = []
+
+    def run():
+        model.fit(X, y)
+        epoch_times.extend(model.net_.history[:, "dur"])
+
+    reset_peak_rss()
+    times = repeat(run, repeats)
+    epoch_times = epoch_times[epochs:]  # drop the warm-up fit
+    return {
+        "rate": summary(times, epochs * n),
+        "epoch_rate": summary(epoch_times, n),
+        "peak_mb": rss_mb("VmHWM"),
+    }
+
+
+def embed(config, n, repeats, estimator, batch_size=256):
+    """Frames/s of the reference forward pass or of CROCSClusterer.transform."""
+    X, y, codes = _data(n, config["leads"], config["length"])
+    if estimator:
+        from sklearn_crocs import CROCSClusterer
+
+        small = slice(0, 512)
+        model = CROCSClusterer(
+            encoder=config["encoder"],
+            embedding_dim=config["embedding_dim"],
+            max_epochs=1,
+            validation_fraction=None,
+            random_state=0,
+        ).fit(X[small], y[small])
+
+        def run():
+            model.transform(X)
+    else:
+        torch.manual_seed(0)
+        model = reference_model(config).eval()
+        loader = DataLoader(TensorDataset(torch.from_numpy(X)), batch_size=batch_size)
+
+        def run():
+            with torch.no_grad():
+                for (xb,) in loader:
+                    F.normalize(model(xb), dim=1)
+
+    reset_peak_rss()
+    times = repeat(run, repeats)
+    return {"rate": summary(times, n), "peak_mb": rss_mb("VmHWM")}
+
+
+def _row(label, result, baseline, key="rate"):
+    ratio = result[key]["median"] / baseline["rate"]["median"]
+    memory = f"{result['peak_mb']:.0f}" if key == "rate" else ""
+    return [label, fmt_rate(result[key]), f"{ratio:.2f}x", memory]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
+    parser.add_argument("--only", choices=sorted(CONFIGS), help="run one encoder only")
+    args = parser.parse_args(argv)
+    print(f"Machine: {machine_summary()}")
+    sizes = {
+        "cnn": {"n": 2048 if args.quick else 10240, "epochs": 1 if args.quick else 4},
+        "resnet": {"n": 256 if args.quick else 1024, "epochs": 1 if args.quick else 2},
+    }
+    repeats = 1 if args.quick else 3
+    for name, config in CONFIGS.items():
+        if args.only and name != args.only:
+            continue
+        n, epochs = sizes[name]["n"], sizes[name]["epochs"]
+        start = time.perf_counter()
+        common = {"config": config, "n": n, "repeats": repeats}
+
+        def measure(function, common=common, **kwargs):
+            return run_isolated("bench_training", function, **common, **kwargs)
+
+        ref = measure("train_plain", epochs=epochs, same_model=False)
+        same = measure("train_plain", epochs=epochs, same_model=True)
+        est = measure("train_estimator", epochs=epochs)
+        header = ["case", "frames/s median [IQR]", "vs reference", "peak RSS MB"]
+        print_table(
+            f"Training, {name}: {config['leads']} lead(s) x {config['length']} samples, "
+            f"batch 256, {n} frames x {epochs} epoch(s), {repeats} repeat(s)",
+            header,
+            [
+                _row("plain loop, reference layers + DataLoader", ref, ref),
+                _row("plain loop, same model, sliced batches", same, ref),
+                _row("CROCSClusterer.fit (whole fit)", est, ref),
+                _row("CROCSClusterer.fit (training epochs)", est, ref, key="epoch_rate"),
+            ],
+        )
+        print(
+            "Estimator overhead: fit / same-model plain loop = "
+            f"{est['rate']['median'] / same['rate']['median']:.2f} (whole fit), "
+            f"{est['epoch_rate']['median'] / same['rate']['median']:.2f} (training epochs)"
+        )
+        ref_fwd = measure("embed", estimator=False)
+        est_fwd = measure("embed", estimator=True)
+        print_table(
+            f"Embedding, {name}: {n} frames",
+            header,
+            [
+                _row("reference layers, no_grad + DataLoader", ref_fwd, ref_fwd),
+                _row("CROCSClusterer.transform", est_fwd, ref_fwd),
+            ],
+        )
+        print(f"({time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

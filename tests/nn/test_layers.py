@@ -1,0 +1,123 @@
+"""The fast layers compute the same functions as the standard torch layers."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sklearn_crocs.nn import CNNEncoder, PolyphaseConv1d, ReLUMaxPoolDropout
+
+
+@pytest.mark.parametrize(
+    ("c_in", "c_out", "kernel", "stride", "length"),
+    [(1, 4, 7, 3, 2500), (4, 16, 7, 3, 416), (16, 32, 7, 3, 68), (3, 5, 4, 2, 31), (2, 3, 2, 5, 40), (1, 2, 7, 3, 7)],
+)
+def test_polyphase_conv_equals_strided_conv(c_in, c_out, kernel, stride, length):
+    torch.manual_seed(0)
+    conv = PolyphaseConv1d(c_in, c_out, kernel, stride=stride).double()
+    x = torch.randn(3, c_in, length, dtype=torch.float64, requires_grad=True)
+    reference = F.conv1d(x, conv.weight, conv.bias, stride=stride)
+    out = conv(x)
+    torch.testing.assert_close(out, reference)
+    grad = torch.randn_like(out)
+    expected = torch.autograd.grad(reference, [x, conv.weight, conv.bias], grad)
+    actual = torch.autograd.grad(out, [x, conv.weight, conv.bias], grad)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+
+
+@pytest.mark.parametrize("kwargs", [{"padding": 2}, {"dilation": 2}, {"stride": 1}])
+def test_polyphase_conv_falls_back_to_conv1d(kwargs):
+    kwargs = {"stride": 3, **kwargs}
+    conv = PolyphaseConv1d(2, 3, 5, **kwargs)
+    plain = nn.Conv1d(2, 3, 5, **kwargs)
+    plain.load_state_dict(conv.state_dict())
+    x = torch.randn(2, 2, 50)
+    torch.testing.assert_close(conv(x), plain(x))
+
+
+def test_polyphase_conv_too_short_input_raises_torchs_error():
+    with pytest.raises(RuntimeError, match="Kernel size can't be greater than actual input size"):
+        PolyphaseConv1d(2, 3, 5, stride=3)(torch.randn(2, 2, 2))
+
+
+@pytest.mark.parametrize("kernel_size", [2, 3])
+@pytest.mark.parametrize("length", [100, 101])
+def test_relu_pool_dropout_equals_standard_layers_without_dropout(kernel_size, length):
+    torch.manual_seed(0)
+    fused = ReLUMaxPoolDropout(kernel_size, p=0.0)
+    reference = nn.Sequential(nn.ReLU(), nn.MaxPool1d(kernel_size), nn.Dropout(0.0))
+    x = torch.randn(4, 3, length, dtype=torch.float64)
+    x[0, 0, :6] = 0.0  # ties at zero, as after a ReLU
+    x[1, 1, :4] = 1.5  # positive ties: the first element gets the gradient
+    for train in (True, False):
+        fused.train(train)
+        reference.train(train)
+        a = x.clone().requires_grad_()
+        b = x.clone().requires_grad_()
+        out, expected = fused(a), reference(b)
+        assert torch.equal(out, expected)
+        grad = torch.randn_like(out)
+        out.backward(grad)
+        expected.backward(grad)
+        assert torch.equal(a.grad, b.grad)
+
+
+def test_relu_pool_dropout_drops_at_rate_p_and_rescales():
+    layer = ReLUMaxPoolDropout(2, p=0.3)
+    x = torch.rand(200, 10, 200) + 0.1  # positive, so only dropout zeroes outputs
+    torch.manual_seed(1)
+    out = layer(x)
+    pooled = F.max_pool1d(x, 2)
+    dropped = out == 0
+    assert abs(dropped.float().mean().item() - 0.3) < 0.005
+    torch.testing.assert_close(out[~dropped], pooled[~dropped] / 0.7)
+    torch.manual_seed(1)
+    assert torch.equal(layer(x), out)  # masks come from torch's global generator
+    # The gradient flows exactly where the output was kept.
+    x.requires_grad_()
+    torch.manual_seed(2)
+    out = layer(x)
+    out.sum().backward()
+    kept_inputs = x.grad != 0
+    assert kept_inputs.sum() == (out != 0).sum()
+    with pytest.raises(ValueError, match="dropout probability"):
+        ReLUMaxPoolDropout(2, p=1.0)
+
+
+@pytest.mark.parametrize(("leads", "length", "params"), [(1, 2500, {}), (12, 2500, {}), (3, 1000, {"kernel_size": 5, "stride": 2, "pool_size": 3})])
+def test_cnn_encoder_equals_its_reference_layers(leads, length, params):
+    torch.manual_seed(0)
+    encoder = CNNEncoder(leads, length, 32, **params).double()
+    reference = encoder.reference_layers()
+    x = torch.randn(16, leads, length, dtype=torch.float64)
+    # Training mode (batch statistics) without dropout: outputs and every gradient agree.
+    for module in [*encoder.modules(), *reference.modules()]:
+        if isinstance(module, (nn.Dropout, ReLUMaxPoolDropout)):
+            module.p = 0.0
+    encoder.train()
+    reference.train()
+    out = encoder(x)
+    torch.testing.assert_close(out, reference(x))
+    grads = torch.autograd.grad(out.square().sum(), list(encoder.parameters()))
+    encoder.zero_grad()
+    ref_grads = torch.autograd.grad(reference(x).square().sum(), list(reference.parameters()))
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r)
+    # Evaluation mode, where batch norm is folded into the convolutions.
+    encoder.eval()
+    reference.eval()
+    torch.testing.assert_close(encoder(x), reference(x))
+    with torch.inference_mode():
+        torch.testing.assert_close(encoder(x), reference(x))
+
+
+def test_cnn_encoder_float32_matches_reference_within_tolerance():
+    torch.manual_seed(0)
+    encoder = CNNEncoder(1, 2500, 128)
+    x = torch.randn(64, 1, 2500)
+    for _ in range(3):  # give the batch norms non-trivial running statistics
+        encoder(x)
+    encoder.eval()
+    reference = encoder.reference_layers().eval()
+    torch.testing.assert_close(encoder(x), reference(x), rtol=1e-4, atol=1e-5)
