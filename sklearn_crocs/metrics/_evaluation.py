@@ -1,12 +1,18 @@
 """Evaluate a fitted CROCSClusterer the way the paper does: CP and TP CROCS side by side."""
 
+from numbers import Integral
+
 import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from .._attributes import as_attribute_frame
+from .._clusterer import _nearest
+from .._retrieval import _crocs_step, _top_k
 from ._clustering import clustering_report
+from ._retrieval import match_label, matchable_queries, retrieval_report
 
 __all__ = ["evaluate_prototypes"]
 
@@ -14,27 +20,46 @@ __all__ = ["evaluate_prototypes"]
 PROTOTYPE_KINDS = {"CP CROCS": "learned", "TP CROCS": "mean"}
 
 
-def _assign(embeddings, prototypes, attributes):
-    """Attributes of the nearest prototype of each embedding (cosine on unit vectors)."""
-    return attributes[np.argmax(embeddings @ prototypes.T, axis=1)]
+@validate_params(
+    {
+        "estimator": "no_validation",
+        "X": "no_validation",
+        "y": ["array-like"],
+        "k": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "no_match": [StrOptions({"exclude", "zero"})],
+        "percent": ["boolean"],
+        "decimals": [Interval(Integral, 0, None, closed="left"), None],
+        "file": "no_validation",
+    },
+    prefer_skip_nested_validation=True,
+)
+def evaluate_prototypes(
+    estimator, X, y, *, k=(1, 5, 10), no_match="exclude", percent=True, decimals=1, file=None
+):
+    """Clustering and retrieval tables of a fitted CROCSClusterer for CP and TP CROCS.
 
-
-def evaluate_prototypes(estimator, X, y, *, percent=True, decimals=1, file=None):
-    """Clustering table of a fitted CROCSClusterer for CP and TP CROCS (paper, Table 1).
-
-    The held-out ECGs are embedded once; each is then assigned the attributes
-    of its nearest learned prototype (CP CROCS) and of its nearest mean
-    training embedding (TP CROCS), and both assignments are scored with
-    :func:`clustering_report`.
+    The held-out ECGs are embedded once. Clustering (paper, Table 1): each
+    ECG is assigned the attributes of its nearest learned prototype (CP
+    CROCS) and of its nearest mean training embedding (TP CROCS), and both
+    assignments are scored with :func:`clustering_report`. Retrieval (paper,
+    Table 2): every prototype of each set retrieves its ``K`` nearest
+    held-out ECGs, scored with :func:`retrieval_report` for every number of
+    matched attributes.
 
     Parameters
     ----------
-    estimator : CROCSClusterer
+    estimator : CROCSClusterer or Pipeline ending in one
         Fitted estimator.
     X : array-like of ECG signals
-        Held-out ECGs (patients not seen in training).
+        Held-out ECGs (patients not seen in training), at least ``max(k)``.
     y : array-like or DataFrame
         Their true attributes, in the layout used in ``fit``.
+    k : int or sequence of int, default=(1, 5, 10)
+        Numbers of retrieved ECGs per query (the paper's K).
+    no_match : {"exclude", "zero"}, default="exclude"
+        Rule for queries that no held-out ECG matches on the required number
+        of attributes, see :func:`precision_at_k`; how many queries were
+        scored is in ``retrieval_queries`` and printed below the table.
     percent : bool, default=True
         Report in percent.
     decimals : int or None, default=1
@@ -47,8 +72,15 @@ def evaluate_prototypes(estimator, X, y, *, percent=True, decimals=1, file=None)
     result : sklearn.utils.Bunch
         ``clustering``: DataFrame with one row per method ("CP CROCS",
         "TP CROCS") and ``(attribute, "Acc" | "AMI")`` columns;
+        ``retrieval``: DataFrame of P@K with the same rows and
+        ``(K, "# matches")`` columns;
+        ``retrieval_queries``: DataFrame of the number of queries scored per
+        method and number of matches (all of them with ``no_match="zero"``),
+        with a column ``"total"``;
         ``predictions``: dict of method name to assigned attributes
-        (DataFrame).
+        (DataFrame);
+        ``neighbors``: dict of method name to ``(query_attributes, indices)``,
+        the prototypes' attributes and the rows of X they retrieved.
 
     Examples
     --------
@@ -65,21 +97,67 @@ def evaluate_prototypes(estimator, X, y, *, percent=True, decimals=1, file=None)
     ['CP CROCS', 'TP CROCS']
     >>> result.clustering.columns.get_level_values(0).unique().tolist()
     ['attribute_0', 'attribute_1', 'combination']
+    >>> result.retrieval.columns.tolist()
+    [(1, '>=1'), (1, '=2'), (5, '>=1'), (5, '=2'), (10, '>=1'), (10, '=2')]
     """
-    check_is_fitted(estimator, "net_")
-    names = None if isinstance(y, pd.DataFrame) else estimator.attribute_names_
+    check_is_fitted(estimator)
+    crocs = _crocs_step(estimator)
+    names = None if isinstance(y, pd.DataFrame) else crocs.attribute_names_
     y_true = as_attribute_frame(y, names)
-    embeddings = estimator.transform(X)
+    embeddings = np.asarray(estimator.transform(X), dtype=np.float32)
     check_consistent_length(embeddings, y_true)
-    predictions = {}
-    for method, kind in PROTOTYPE_KINDS.items():
-        prototypes, attributes = estimator.get_prototypes(kind)
-        predictions[method] = pd.DataFrame(
-            _assign(embeddings, prototypes, attributes), columns=list(y_true.columns)
+    ks = sorted({int(v) for v in np.atleast_1d(k)})
+    if ks[-1] > len(embeddings):
+        raise ValueError(
+            f"k={ks[-1]} exceeds the {len(embeddings)} held-out ECG(s); pass smaller k or "
+            "more ECGs."
         )
+    n_attributes = y_true.shape[1]
+    predictions, neighbors, scored = {}, {}, {}
+    for method, kind in PROTOTYPE_KINDS.items():
+        prototypes, attributes = crocs.get_prototypes(kind)
+        predictions[method] = pd.DataFrame(
+            attributes[_nearest(embeddings, prototypes)], columns=list(y_true.columns)
+        )
+        queries = pd.DataFrame(attributes, columns=crocs.attribute_names_)
+        neighbors[method] = (queries, _top_k(prototypes, embeddings, ks[-1])[1])
+        scored[method] = {
+            match_label(m, n_attributes): (
+                len(queries)
+                if no_match == "zero"
+                else int(matchable_queries(y_true, queries, min_matches=m).sum())
+            )
+            for m in range(1, n_attributes + 1)
+        }
+        scored[method]["total"] = len(queries)
     clustering = clustering_report(y_true, predictions, percent=percent, decimals=decimals)
+    retrieval = retrieval_report(
+        y_true, neighbors, k=ks, no_match=no_match, percent=percent, decimals=decimals
+    )
+    retrieval_queries = pd.DataFrame.from_dict(scored, orient="index")
+    retrieval_queries.columns.name = "# matches"
     if file is not None:
         unit = " (%)" if percent else ""
         print(f"Clustering of {len(y_true)} held-out ECGs{unit}:", file=file)
         print(clustering.to_string(), file=file)
-    return Bunch(clustering=clustering, predictions=predictions)
+        print(file=file)
+        print(
+            f"Retrieval of the K nearest of {len(y_true)} held-out ECGs per prototype, P@K{unit}:",
+            file=file,
+        )
+        print(retrieval.to_string(), file=file)
+        rule = (
+            "queries without any held-out ECG that matches them on that many attributes "
+            "are excluded"
+            if no_match == "exclude"
+            else "queries without any possible match count as misses"
+        )
+        print(f"Queries scored ({rule}):", file=file)
+        print(retrieval_queries.to_string(), file=file)
+    return Bunch(
+        clustering=clustering,
+        retrieval=retrieval,
+        retrieval_queries=retrieval_queries,
+        predictions=predictions,
+        neighbors=neighbors,
+    )

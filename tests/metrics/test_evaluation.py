@@ -1,0 +1,88 @@
+"""evaluate_prototypes: the clustering and retrieval tables of CP and TP CROCS."""
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.frozen import FrozenEstimator
+
+from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+from sklearn_crocs.metrics import (
+    clustering_report,
+    evaluate_prototypes,
+    matchable_queries,
+    retrieval_report,
+)
+
+
+@pytest.fixture(scope="module")
+def split(synthetic):
+    X, y, groups = synthetic
+    train = groups < 18
+    model = CROCSClusterer(
+        embedding_dim=16, max_epochs=4, lr=3e-3, validation_fraction=None, random_state=0
+    ).fit(X[train], y[train])
+    return model, X[~train], y[~train].reset_index(drop=True)
+
+
+def test_tables_match_the_retriever_and_the_reports(split):
+    model, X, y = split
+    out = io.StringIO()
+    result = evaluate_prototypes(model, X, y, file=out)
+    neighbors, predictions = {}, {}
+    for method, kind in (("CP CROCS", "learned"), ("TP CROCS", "mean")):
+        retriever = PrototypeRetriever(FrozenEstimator(model), query=kind).fit(X)
+        indices = retriever.kneighbors(return_distance=False)
+        neighbors[method] = (retriever.query_attributes_, indices)
+        np.testing.assert_array_equal(result.neighbors[method][1], indices)
+        prototypes, attributes = model.get_prototypes(kind)
+        nearest = np.argmax(model.transform(X) @ prototypes.T, axis=1)
+        predictions[method] = pd.DataFrame(attributes[nearest], columns=list(y.columns))
+        for m, label in ((1, ">=1"), (2, ">=2"), (3, "=3")):
+            expected = int(matchable_queries(y, retriever.query_attributes_, min_matches=m).sum())
+            assert result.retrieval_queries.loc[method, label] == expected
+        assert result.retrieval_queries.loc[method, "total"] == len(retriever.prototypes_)
+    pd.testing.assert_frame_equal(result.retrieval, retrieval_report(y, neighbors))
+    pd.testing.assert_frame_equal(result.clustering, clustering_report(y, predictions))
+    assert result.retrieval.index.tolist() == ["CP CROCS", "TP CROCS"]
+    assert result.retrieval.columns.tolist() == [
+        (k, m) for k in (1, 5, 10) for m in (">=1", ">=2", "=3")
+    ]
+    text = out.getvalue()
+    assert "Clustering of 18 held-out ECGs (%):" in text
+    assert "Retrieval of the K nearest of 18 held-out ECGs per prototype, P@K (%):" in text
+    assert "# matches" in text
+    assert "Queries scored (queries without any held-out ECG" in text
+    assert text.count("CP CROCS") == 3
+
+
+def test_options_and_pipeline(split):
+    model, X, y = split
+    result = evaluate_prototypes(
+        model, X, y, k=(2, 1), no_match="zero", percent=False, decimals=None
+    )
+    assert result.retrieval.columns.get_level_values(0).unique().tolist() == [1, 2]
+    queries = result.retrieval_queries
+    assert queries["total"].tolist() == [12, 10]  # 2 combinations lack training ECGs
+    assert (queries.drop(columns="total").to_numpy() == queries[["total"]].to_numpy()).all()
+    assert result.retrieval.to_numpy().max() <= 1
+    # A fitted model behind FrozenEstimator gives the same tables.
+    frozen = evaluate_prototypes(
+        FrozenEstimator(model),
+        X,
+        y.to_numpy(),
+        k=(2, 1),
+        no_match="zero",
+        percent=False,
+        decimals=None,
+    )
+    np.testing.assert_array_equal(frozen.retrieval.to_numpy(), result.retrieval.to_numpy())
+    assert frozen.clustering.columns.get_level_values(0)[0] == "rhythm"  # fitted names
+
+
+def test_too_few_ecgs_for_k(split):
+    model, X, y = split
+    with pytest.raises(ValueError, match=r"k=10 exceeds the 5 held-out ECG\(s\)"):
+        evaluate_prototypes(model, X[:5], y[:5])
+    assert evaluate_prototypes(model, X[:5], y[:5], k=5).retrieval.shape == (2, 3)
