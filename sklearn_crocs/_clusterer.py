@@ -32,6 +32,11 @@ __all__ = ["CROCSClusterer"]
 
 _ENCODERS = {"cnn": CNNEncoder, "resnet": ResNet1dEncoder}
 
+# Inference reads and validates its input in chunks of about this many bytes
+# of float32 signal, so that embedding a large (e.g. memory-mapped) database
+# needs extra memory independent of its size.
+_CHUNK_BYTES = 64 * 2**20
+
 # Above this many attribute combinations the M x M weight table alone takes
 # 800 MB; such a count almost always means an attribute was not discretised.
 _MAX_PROTOTYPES = 10_000
@@ -647,6 +652,27 @@ class CROCSClusterer(
         out = self.net_.forward(ArrayDataset(X), training=False, device="cpu")
         return F.normalize(out.float(), dim=1).numpy()
 
+    def _embed_input(self, X):
+        """Validate and embed unseen ECGs, chunk by chunk for large arrays.
+
+        An ndarray (or ``np.memmap``) larger than one chunk is read, checked
+        and embedded ``_CHUNK_BYTES`` at a time, with progress lines when
+        ``verbose``; other inputs are validated whole.
+        """
+        if not (isinstance(X, np.ndarray) and X.ndim in (2, 3) and X.shape[0] > 0):
+            return self._embed(self._validate_signals(X, reset=False))
+        rows = max(1, _CHUNK_BYTES // (4 * math.prod(X.shape[1:])))
+        n = X.shape[0]
+        if n <= rows:
+            return self._embed(self._validate_signals(X, reset=False))
+        out = np.empty((n, self.embedding_dim), dtype=np.float32)
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
+            out[start:stop] = self._embed(self._validate_signals(X[start:stop], reset=False))
+            if self.verbose:
+                print(f"Embedded {stop}/{n} ECGs", flush=True)
+        return out
+
     def get_prototypes(self, kind=None):
         """Return the learned (CP CROCS) or mean (TP CROCS) prototypes.
 
@@ -698,7 +724,7 @@ class CROCSClusterer(
             Unit-norm embeddings, comparable with ``prototypes_``.
         """
         check_is_fitted(self, "net_")
-        return self._embed(self._validate_signals(X, reset=False))
+        return self._embed_input(X)
 
     def predict_proba(self, X):
         """Softmax over prototype similarities ``cos(v, p) / tau_s``.
@@ -750,10 +776,10 @@ class CROCSClusterer(
             Mean per-attribute accuracy.
         """
         check_is_fitted(self, "net_")
-        X = self._validate_signals(X, reset=False)
-        frame, _ = self._attribute_frame(y, X.shape[0], reset=False)
+        embeddings = self._embed_input(X)
+        frame, _ = self._attribute_frame(y, embeddings.shape[0], reset=False)
         true = self._encode_attributes(frame)
-        predicted = self._prototype_codes[_nearest(self._embed(X), self.prototypes_)]
+        predicted = self._prototype_codes[_nearest(embeddings, self.prototypes_)]
         return float(np.mean(true == predicted))
 
     @property

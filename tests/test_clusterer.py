@@ -519,3 +519,33 @@ def test_categorical_attribute_keeps_declared_order(synthetic):
     predicted = model.predict(X[:5])
     assert isinstance(predicted["age_group"].dtype, pd.CategoricalDtype)
     assert model.score(X, y) >= 0
+
+
+def test_chunked_and_memmap_transform_equal_in_memory(
+    fitted, synthetic, tmp_path, monkeypatch, capsys
+):
+    import sklearn_crocs._clusterer as clusterer_module
+
+    X, y, _ = synthetic
+    expected = fitted.transform(X)
+    path = tmp_path / "db.npy"
+    np.save(path, X)
+    database = np.load(path, mmap_mode="r")
+    monkeypatch.setattr(clusterer_module, "_CHUNK_BYTES", 4 * 600 * 10)  # 10 ECGs per chunk
+    # Equal up to float32 rounding, which depends on the batch composition.
+    np.testing.assert_allclose(fitted.transform(database), expected, rtol=1e-5, atol=1e-6)
+    assert capsys.readouterr().out == ""  # verbose=0
+    pd.testing.assert_frame_equal(fitted.predict(database), fitted.predict(X))
+    assert fitted.score(database, y) == pytest.approx(fitted.score(X, y))
+    loud = clone(fitted).set_params(verbose=1)
+    loud.__dict__.update(
+        {k: v for k, v in fitted.__dict__.items() if k.endswith("_") or k.startswith("_")}
+    )
+    loud.transform(database)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Embedded 10/72 ECGs"
+    assert lines[-1] == "Embedded 72/72 ECGs"
+    bad = X.copy()
+    bad[45, 0, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        fitted.transform(bad)

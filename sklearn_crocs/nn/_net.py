@@ -6,6 +6,7 @@ permutation each epoch) instead of going through a per-sample
 :func:`torch.inference_mode`.
 """
 
+import warnings
 from copy import deepcopy
 
 import numpy as np
@@ -23,14 +24,18 @@ class ArrayDataset(Dataset):
     Parameters
     ----------
     X : ndarray or torch.Tensor of shape (n_samples, n_leads, n_timepoints)
-        Signals. A C-contiguous float32 ndarray (or memmap) is wrapped without
-        a copy.
+        Signals. A C-contiguous float32 ndarray (or read-only memmap) is
+        wrapped without a copy.
     y : array-like of shape (n_samples,), default=None
         Index of each sample's attribute combination.
     """
 
     def __init__(self, X, y=None):
-        self.X = torch.as_tensor(X)
+        with warnings.catch_warnings():
+            # Read-only arrays (memory maps) are wrapped as they are: the net
+            # only ever reads its inputs, so torch's warning does not apply.
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            self.X = torch.as_tensor(X)
         self.y = None if y is None else torch.as_tensor(y, dtype=torch.long)
         if self.y is not None and len(self.y) != len(self.X):
             raise ValueError(f"X and y have different lengths: {len(self.X)} and {len(self.y)}.")
