@@ -24,6 +24,9 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
 from _utils import (
     fmt_rate,
     machine_summary,
@@ -34,8 +37,6 @@ from _utils import (
     run_isolated,
     summary,
 )
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 COMBINATIONS = np.array(list(itertools.product(range(4), range(2), range(4))))  # M = 32
 

@@ -1,0 +1,152 @@
+"""Retrieval: PrototypeRetriever.kneighbors against scikit-learn and the bare matrix product.
+
+For each database size N, 40 unit-norm queries search N unit-norm float32
+embeddings of size 128 for their 10 nearest rows:
+
+- *bare matrix product* ``Q @ E.T``: the floor every exact method must pay;
+- *sklearn NearestNeighbors(algorithm="brute")*: scikit-learn's exact search;
+- *PrototypeRetriever.kneighbors*: the package's exact blockwise top-k. The
+  retriever is fitted on a small real database, then its ``embeddings_`` are
+  replaced by the N benchmark embeddings, so that exactly the code of
+  ``kneighbors`` is timed and not the encoder.
+
+Each (method, N) runs in its own process: time is the median [IQR] over
+repeats, "extra MB" is the peak resident memory during the calls minus the
+memory held before them (the stored embeddings included in the latter).
+Results are checked against each other. Run ``python benchmarks/bench_retrieval.py``
+(``--quick`` for small sizes).
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+from _utils import (
+    fmt_ms,
+    machine_summary,
+    print_table,
+    repeat,
+    reset_peak_rss,
+    rss_mb,
+    run_isolated,
+    summary,
+)
+
+N_QUERIES, DIM, K = 40, 128, 10
+
+
+def _unit(rng, n):
+    x = rng.standard_normal((n, DIM), dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def _problem(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return _unit(rng, N_QUERIES), _unit(rng, n)
+
+
+def _retriever(database):
+    """A fitted PrototypeRetriever whose index holds ``database``."""
+    from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((64, 400)).astype(np.float32)
+    y = np.column_stack([rng.integers(0, 4, 64), rng.integers(0, 2, 64), rng.integers(0, 5, 64)])
+    model = CROCSClusterer(
+        embedding_dim=DIM, max_epochs=1, validation_fraction=None, random_state=0
+    )
+    retriever = PrototypeRetriever(model.fit(X, y), n_neighbors=K).fit(X)
+    retriever.embeddings_ = database
+    retriever.n_samples_fit_ = len(database)
+    return retriever
+
+
+def measure(method, n, repeats):
+    queries, database = _problem(n)
+    if method == "matmul":
+
+        def run():
+            return queries @ database.T
+    elif method == "sklearn":
+        from sklearn.neighbors import NearestNeighbors
+
+        index = NearestNeighbors(n_neighbors=K, algorithm="brute").fit(database)
+
+        def run():
+            return index.kneighbors(queries, K)
+    else:
+        retriever = _retriever(database)
+        retriever.prototypes_ = queries  # kneighbors() searches with every prototype
+
+        def run():
+            return retriever.kneighbors()
+
+    before = rss_mb()
+    reset_peak_rss()
+    times = repeat(run, repeats)
+    extra = rss_mb("VmHWM") - before
+    result = run()
+    indices = None if method == "matmul" else np.asarray(result[1]).tolist()
+    return {"time": summary(times), "extra_mb": extra, "indices": indices}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="sizes up to 10^5, 3 repeats")
+    args = parser.parse_args(argv)
+    sizes = (
+        [10_000, 50_000, 100_000] if args.quick else [10_000, 100_000, 250_000, 500_000, 1_000_000]
+    )
+    repeats = 3 if args.quick else 7
+    print(f"Machine: {machine_summary()}")
+    rows, previous = [], None
+    start = time.perf_counter()
+    for n in sizes:
+        results = {
+            m: run_isolated("bench_retrieval", "measure", method=m, n=n, repeats=repeats)
+            for m in ("matmul", "sklearn", "crocs")
+        }
+        if results["crocs"]["indices"] != results["sklearn"]["indices"]:
+            mismatch = np.mean(
+                np.asarray(results["crocs"]["indices"]) != np.asarray(results["sklearn"]["indices"])
+            )
+            print(f"note: N={n}: {mismatch:.2%} of neighbour indices differ from scikit-learn")
+        floor = results["matmul"]["time"]["median"]
+        crocs = results["crocs"]["time"]["median"]
+        sk = results["sklearn"]["time"]["median"]
+        growth = "" if previous is None else f"{crocs / previous[1]:.2f} for x{n / previous[0]:g} N"
+        rows.append(
+            [
+                f"{n:,}",
+                fmt_ms(results["matmul"]["time"]),
+                fmt_ms(results["sklearn"]["time"]),
+                fmt_ms(results["crocs"]["time"]),
+                f"{crocs / floor:.2f}",
+                f"{sk / crocs:.1f}",
+                " / ".join(f"{results[m]['extra_mb']:.0f}" for m in ("matmul", "sklearn", "crocs")),
+                growth,
+            ]
+        )
+        previous = (n, crocs)
+    print_table(
+        f"Retrieval: {N_QUERIES} queries, k={K}, {DIM}-dim float32 embeddings, "
+        f"{repeats} repeats (ms)",
+        [
+            "N",
+            "matmul Q@E.T",
+            "sklearn brute",
+            "kneighbors",
+            "kneighbors/matmul",
+            "sklearn/kneighbors",
+            "extra MB (matmul/sklearn/crocs)",
+            "kneighbors growth",
+        ],
+        rows,
+    )
+    print(f"({time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

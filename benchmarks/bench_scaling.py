@@ -1,0 +1,204 @@
+"""How the work grows with N: embedding, fitting and the end-to-end main job.
+
+- *Embedding*: ``CROCSClusterer.transform`` of N single-lead 2500-sample
+  frames held in a ``.npy`` memory map, against the reference layers' forward
+  pass over the same frames in memory; extra memory of ``transform`` is its peak
+  anonymous (non-file) memory above the level before the call, which must not
+  grow with N.
+- *End to end*: the main job's pipeline (the LUDB records resampled, leads as
+  instances, fit for a fixed number of epochs, CP/TP clustering and retrieval
+  tables) on the LUDB training patients replicated r times, against the same
+  steps with the reference plain loop doing the training.
+
+Each row is one size; the ratio column compares each size with the previous
+one. Run ``python benchmarks/bench_scaling.py`` (``--quick`` for small sizes).
+"""
+
+import argparse
+import os
+import tempfile
+import threading
+import time
+
+import numpy as np
+import torch
+
+from _utils import fmt_ms, machine_summary, print_table, repeat, run_isolated, summary
+
+
+def _anon_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("RssAnon not found")
+
+
+class _PeakAnon:
+    """Sample the anonymous resident memory every millisecond in a thread."""
+
+    def __enter__(self):
+        self.base, self.peak, self._stop = _anon_mb(), 0.0, threading.Event()
+
+        def sample():
+            while not self._stop.is_set():
+                self.peak = max(self.peak, _anon_mb())
+                time.sleep(0.001)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.extra = max(0.0, self.peak - self.base)
+
+
+def embed(n, repeats, estimator):
+    from bench_training import CONFIGS, reference_model
+
+    rng = np.random.default_rng(0)
+    path = os.path.join(tempfile.mkdtemp(), "frames.npy")
+    frames = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, 1, 2500))
+    for start in range(0, n, 4096):
+        stop = min(n, start + 4096)
+        frames[start:stop] = rng.standard_normal((stop - start, 1, 2500), dtype=np.float32)
+    frames.flush()
+    del frames
+    database = np.load(path, mmap_mode="r")
+    if estimator:
+        from sklearn_crocs import CROCSClusterer
+
+        y = np.column_stack([rng.integers(0, 4, 512), rng.integers(0, 2, 512)])
+        model = CROCSClusterer(max_epochs=1, validation_fraction=None, random_state=0)
+        model.fit(np.asarray(database[:512]), y)
+
+        def run():
+            return model.transform(database)
+    else:
+        torch.manual_seed(0)
+        model = reference_model(CONFIGS["cnn"]).eval()
+
+        def run():
+            with torch.no_grad():
+                return torch.cat(
+                    [
+                        model(torch.from_numpy(np.array(database[i : i + 256])))
+                        for i in range(0, n, 256)
+                    ]
+                )
+
+    run()
+    with _PeakAnon() as memory:
+        times = repeat(run, repeats)
+    os.remove(path)
+    return {"time": summary(times), "extra_mb": memory.extra - 4 * 128 * n / 2**20}
+
+
+def end_to_end(replicas, epochs, plain):
+    from sklearn_crocs import CROCSClusterer
+    from sklearn_crocs._main import prepare_ludb
+    from sklearn_crocs.metrics import evaluate_prototypes
+
+    start = time.perf_counter()
+    splits = prepare_ludb(random_state=0)
+    X, y, groups = splits["train"]
+    X = np.concatenate([X] * replicas)
+    y = y.loc[np.tile(np.arange(len(y)), replicas)].reset_index(drop=True)
+    groups = np.concatenate([groups + 1000 * r for r in range(replicas)])
+    X_test, y_test, _ = splits["test"]
+    if plain:
+        from bench_training import PlainCROCSLoss, reference_cnn
+
+        codes = torch.as_tensor(np.zeros(len(X), dtype=np.int64))  # same cost as real codes
+        model = reference_cnn(1, 2500, 128)
+        criterion = PlainCROCSLoss(128)
+        optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-3)
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.from_numpy(X), codes), batch_size=256, shuffle=True
+        )
+        for _ in range(epochs):
+            for xb, yb in loader:
+                optimizer.zero_grad()
+                criterion(model(xb), yb).backward()
+                optimizer.step()
+        with torch.no_grad():
+            model.eval()(torch.from_numpy(X_test))
+    else:
+        model = CROCSClusterer(lr=1e-3, max_epochs=epochs, validation_fraction=None, random_state=0)
+        model.fit(X, y, groups=groups)
+        evaluate_prototypes(model, X_test, y_test)
+    return {"seconds": time.perf_counter() - start, "n": len(X)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    print(f"Machine: {machine_summary()}")
+    repeats = 1 if args.quick else 3
+    sizes = [5_000, 10_000] if args.quick else [10_000, 20_000, 40_000, 80_000]
+    rows, previous = [], None
+    for n in sizes:
+        ref = run_isolated("bench_scaling", "embed", n=n, repeats=repeats, estimator=False)
+        est = run_isolated("bench_scaling", "embed", n=n, repeats=repeats, estimator=True)
+        growth = "" if previous is None else f"{est['time']['median'] / previous:.2f}"
+        rows.append(
+            [
+                f"{n:,}",
+                fmt_ms(ref["time"]),
+                fmt_ms(est["time"]),
+                f"{ref['time']['median'] / est['time']['median']:.2f}x",
+                f"{est['extra_mb']:.0f}",
+                growth,
+            ]
+        )
+        previous = est["time"]["median"]
+    print_table(
+        f"Embedding N single-lead 2500-sample frames from a .npy memmap ({repeats} repeats, ms)",
+        [
+            "N",
+            "reference forward",
+            "transform",
+            "speed-up",
+            "transform extra MB",
+            "time vs previous N",
+        ],
+        rows,
+    )
+    rows, previous = [], None
+    epochs = 1 if args.quick else 3
+    for replicas in [1, 2] if args.quick else [1, 2, 4]:
+        ref = run_isolated(
+            "bench_scaling", "end_to_end", replicas=replicas, epochs=epochs, plain=True
+        )
+        est = run_isolated(
+            "bench_scaling", "end_to_end", replicas=replicas, epochs=epochs, plain=False
+        )
+        growth = "" if previous is None else f"{est['seconds'] / previous:.2f}"
+        rows.append(
+            [
+                f"{est['n']:,}",
+                f"{ref['seconds']:.1f}",
+                f"{est['seconds']:.1f}",
+                f"{ref['seconds'] / est['seconds']:.2f}x",
+                growth,
+            ]
+        )
+        previous = est["seconds"]
+    print_table(
+        f"End to end on LUDB replicated (train instances, {epochs} epochs, seconds)",
+        [
+            "N train",
+            "plain loop pipeline",
+            "sklearn-crocs pipeline",
+            "speed-up",
+            "time vs previous N",
+        ],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
