@@ -20,6 +20,10 @@ __all__ = ["PrototypeRetriever"]
 # values (16 MiB) per block, so that the memory of a search does not grow
 # with the database.
 _BLOCK_ELEMENTS = 1 << 22
+# Database rows of the first block, and most candidates per query and block
+# merged without a partition of the whole block.
+_FIRST_BLOCK = 8192
+_MAX_SPARSE = 512
 
 
 def _crocs_step(estimator):
@@ -64,10 +68,12 @@ def _top_k(queries, database, k, *, block_size=None):
 
     Cosine similarities are computed with one float32 matrix product per
     block of ``block_size`` database rows (by default about 4 million
-    similarities per block, so memory does not grow with the database);
-    each block's ``k`` most similar rows are found with
-    :func:`numpy.partition` and merged with the best so far, equal
-    similarities going to the lower index. The Euclidean distances of the
+    similarities per block, so memory does not grow with the database).
+    Once ``k`` rows are known, only the similarities above the current
+    ``k``-th best are taken out of a block (usually few); otherwise the
+    block's ``k`` best are found with :func:`numpy.partition`. Candidates
+    are merged with the best so far, equal similarities going to the lower
+    index. The Euclidean distances of the
     ``k`` rows found are then computed directly in float64, which is
     accurate also near 0 where ``sqrt(2 - 2 cos)`` is not, and each row is
     sorted by (distance, index).
@@ -93,20 +99,47 @@ def _top_k(queries, database, k, *, block_size=None):
     n_queries, n_samples = len(queries), len(database)
     if block_size is None:
         block_size = max(k, _BLOCK_ELEMENTS // max(n_queries, 1))
+    # A small first block gives a first k-th best cheaply; the following
+    # blocks then mostly take the sparse path below.
+    first = min(block_size, max(k, _FIRST_BLOCK))
+    starts = [0, *range(first, n_samples, block_size)] if n_samples > first else [0]
     best = np.empty((n_queries, 0), dtype=np.float32)
     best_indices = np.empty((n_queries, 0), dtype=np.intp)
-    for start in range(0, n_samples, block_size):
-        block = np.asarray(database[start : start + block_size], dtype=np.float32)
+    for start in starts:
+        stop = first if start == 0 else start + block_size
+        block = np.asarray(database[start:stop], dtype=np.float32)
         similarities = queries @ block.T
+        if best.shape[1] == k:
+            # Only values above the k-th best so far can enter (an equal value
+            # loses to the earlier, lower index): usually few per row.
+            rows, columns = np.nonzero(similarities > best[:, -1:])
+            counts = np.bincount(rows, minlength=n_queries)
+            if counts.max(initial=0) <= _MAX_SPARSE:
+                if rows.size == 0:
+                    continue
+                width = counts.max()
+                slots = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+                values = np.full((n_queries, width), -np.inf, dtype=np.float32)
+                values[rows, slots] = similarities[rows, columns]
+                found = np.full((n_queries, width), n_samples, dtype=np.intp)
+                found[rows, slots] = columns + start
+                best, best_indices = _merge(best, best_indices, values, found, k)
+                continue
         columns = _block_top_k(similarities, min(k, len(block)))
-        candidates = np.concatenate([best, np.take_along_axis(similarities, columns, 1)], 1)
-        candidate_indices = np.concatenate([best_indices, columns + start], 1)
-        order = np.lexsort((candidate_indices, -candidates), axis=1)[:, :k]
-        best = np.take_along_axis(candidates, order, 1)
-        best_indices = np.take_along_axis(candidate_indices, order, 1)
+        best, best_indices = _merge(
+            best, best_indices, np.take_along_axis(similarities, columns, 1), columns + start, k
+        )
     distances = _pair_distances(queries, database, best_indices)
     order = np.lexsort((best_indices, distances), axis=1)
     return np.take_along_axis(distances, order, 1), np.take_along_axis(best_indices, order, 1)
+
+
+def _merge(best, best_indices, values, indices, k):
+    """The ``k`` largest of two candidate sets per row, equal values to the lower index."""
+    values = np.concatenate([best, values], 1)
+    indices = np.concatenate([best_indices, indices], 1)
+    order = np.lexsort((indices, -values), axis=1)[:, :k]
+    return np.take_along_axis(values, order, 1), np.take_along_axis(indices, order, 1)
 
 
 def _pair_distances(queries, database, indices):

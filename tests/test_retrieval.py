@@ -209,9 +209,13 @@ def _exact_vectors():
     return queries, database
 
 
+@pytest.mark.parametrize("max_sparse", [0, 512], ids=["partition", "threshold"])
 @pytest.mark.parametrize("k", [1, 3, 10, 57])
 @pytest.mark.parametrize("block_size", [1, 4, 13, 57, None])
-def test_top_k_with_ties_is_exact_and_block_independent(k, block_size):
+def test_top_k_with_ties_is_exact_and_block_independent(k, block_size, max_sparse, monkeypatch):
+    # Both ways of taking a block's candidates: a partition of the whole block,
+    # or only the values above the k-th best so far.
+    monkeypatch.setattr("sklearn_crocs._retrieval._MAX_SPARSE", max_sparse)
     queries, database = _exact_vectors()
     result = _top_k(queries, database, k, block_size=block_size)
     reference = _brute_force(queries, database, k)
@@ -226,8 +230,10 @@ def test_top_k_with_ties_is_exact_and_block_independent(k, block_size):
         assert set(row[complete]) == set(sk_row[complete])
 
 
+@pytest.mark.parametrize("max_sparse", [0, 512], ids=["partition", "threshold"])
 @pytest.mark.parametrize("block_size", [1, 7, 100, 4096])
-def test_top_k_random_chunked_equals_unchunked_equals_sklearn(block_size):
+def test_top_k_random_chunked_equals_unchunked_equals_sklearn(block_size, max_sparse, monkeypatch):
+    monkeypatch.setattr("sklearn_crocs._retrieval._MAX_SPARSE", max_sparse)
     rng = np.random.RandomState(1)
     database = rng.randn(500, 16).astype(np.float32)
     database /= np.linalg.norm(database, axis=1, keepdims=True)
@@ -241,6 +247,20 @@ def test_top_k_random_chunked_equals_unchunked_equals_sklearn(block_size):
     sk_distances, sk_indices = NearestNeighbors(n_neighbors=10).fit(database).kneighbors(queries)
     np.testing.assert_array_equal(chunked[1], sk_indices)
     np.testing.assert_allclose(chunked[0], sk_distances, atol=1e-6)
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["random", "improving"])
+def test_top_k_default_blocks_on_a_larger_database(ordered):
+    rng = np.random.RandomState(3)
+    database = rng.randn(20_000, 8).astype(np.float32)
+    database /= np.linalg.norm(database, axis=1, keepdims=True)
+    queries = database[:5] + 0.1 * rng.randn(5, 8).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    if ordered:  # every block beats the previous ones: no cheap threshold
+        database = database[np.argsort(database @ queries[0])]
+    result = _top_k(queries, database, 10)
+    np.testing.assert_array_equal(result[1], _top_k(queries, database, 10, block_size=20_000)[1])
+    _assert_same_neighbors(result, _brute_force(queries, database, 10))
 
 
 def test_top_k_reads_a_memmap_block_by_block(tmp_path):
