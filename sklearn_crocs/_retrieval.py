@@ -300,7 +300,7 @@ default=None
             be fitted already and ``X`` is only indexed.
         groups : array-like of shape (n_samples,), default=None
             Patient of each ECG, passed to the estimator's ``fit`` with ``y``
-            (for a Pipeline, to its last step).
+            (for a Pipeline, to its last step); ignored without ``y``.
 
         Returns
         -------

@@ -22,7 +22,17 @@ def _as_objects(values):
 def _attribute_codes(y_true, query_attributes):
     """Integer codes of the searched set's and the queries' attributes, column by column."""
     y_true, query_attributes = _as_objects(y_true), _as_objects(query_attributes)
-    true = as_attribute_frame(y_true, name="y_true")
+    if isinstance(query_attributes, pd.DataFrame) and not isinstance(y_true, pd.DataFrame):
+        # Positional y_true takes the names of the queries' columns.
+        names = [str(c) for c in query_attributes.columns]
+        if np.ndim(y_true) == 2 and np.shape(y_true)[1] != len(names):
+            raise ValueError(
+                f"y_true has {np.shape(y_true)[1]} attribute(s) but query_attributes has "
+                f"{len(names)}: {names}."
+            )
+        true = as_attribute_frame(y_true, names, name="y_true")
+    else:
+        true = as_attribute_frame(y_true, name="y_true")
     names = None if isinstance(query_attributes, pd.DataFrame) else list(true.columns)
     queries = as_attribute_frame(query_attributes, names, name="query_attributes")
     if isinstance(query_attributes, pd.DataFrame):

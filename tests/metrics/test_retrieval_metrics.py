@@ -87,6 +87,11 @@ def test_column_order_dtypes_and_layouts():
     assert precision_at_k(numeric, INDICES, numeric_queries, k=2, min_matches=2) == pytest.approx(
         1 / 3
     )
+    # Positional y_true with DataFrame queries (such as query_attributes_) takes their names.
+    named = pd.DataFrame(QUERIES, columns=["class", "sex", "age"])
+    assert precision_at_k(Y.to_numpy(), INDICES, named, k=2, min_matches=2) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match=r"y_true has 2 attribute\(s\) but query_attributes has 3"):
+        precision_at_k(Y.to_numpy()[:, :2], INDICES, queries)
     # A single attribute as 1-D arrays.
     assert precision_at_k(["a", "b", "a"], [[1, 0], [0, 2]], [["a"], ["b"]], k=1) == 0.0
 
