@@ -26,7 +26,9 @@ def as_attribute_frame(y, names=None, *, name="y"):
     if isinstance(y, pd.Series):
         column = names[0] if names else ("attribute_0" if y.name is None else str(y.name))
         return y.reset_index(drop=True).to_frame(column)
-    array = np.asarray(y)
+    # Lists of rows may mix types ([("MI", 0), ...]); numpy would turn every
+    # value into a string, so keep them as objects and infer column dtypes below.
+    array = np.asarray(y, dtype=object) if isinstance(y, (list, tuple)) else np.asarray(y)
     if array.ndim not in (1, 2):
         raise ValueError(
             f"{name} must have shape (n_samples,) or (n_samples, n_attributes); "
@@ -37,7 +39,8 @@ def as_attribute_frame(y, names=None, *, name="y"):
         names = [f"attribute_{i}" for i in range(array.shape[1])]
     if len(names) != array.shape[1]:
         raise ValueError(f"{name} has {array.shape[1]} attribute(s) but {len(names)} names.")
-    return pd.DataFrame({n: array[:, i] for i, n in enumerate(names)})
+    frame = pd.DataFrame({n: array[:, i] for i, n in enumerate(names)})
+    return frame.infer_objects() if array.dtype == object else frame
 
 
 def paired_frames(y_true, y_pred):

@@ -308,7 +308,9 @@ class CROCSClusterer(
                 "is None. Pass the attributes of each ECG: an array of shape "
                 "(n_samples,) or (n_samples, n_attributes), or a DataFrame."
             )
-        if not isinstance(y, (pd.DataFrame, pd.Series)):
+        if isinstance(y, (list, tuple)):
+            y = np.asarray(y, dtype=object)  # keep mixed-type rows' values as they are
+        elif not isinstance(y, (pd.DataFrame, pd.Series)):
             y = np.asarray(y)
         kind = "frame" if isinstance(y, pd.DataFrame) else "1d" if y.ndim == 1 else "2d"
         names = None

@@ -358,8 +358,6 @@ default=None
         for batch, start in enumerate(range(0, n_samples, self.batch_size), 1):
             stop = min(start + self.batch_size, n_samples)
             rows = _rows(X, start, stop)
-            if isinstance(rows, np.ndarray) and not rows.flags.writeable:
-                rows = np.array(rows)  # a read-only memmap; torch wants writable memory
             out = np.asarray(self.estimator_.transform(rows), dtype=np.float32)
             if embeddings is None:
                 embeddings = np.empty((n_samples, out.shape[1]), dtype=np.float32)

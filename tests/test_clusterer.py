@@ -549,3 +549,12 @@ def test_chunked_and_memmap_transform_equal_in_memory(
     bad[45, 0, 3] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         fitted.transform(bad)
+
+
+def test_list_of_mixed_type_rows_keeps_value_types(synthetic):
+    X, y, _ = synthetic
+    rows = [(r, int(s == "M")) for r, s in zip(y["rhythm"], y["sex"])]
+    model = _model(max_epochs=1).fit(X, rows)
+    assert [c.tolist() for c in model.categories_] == [["AFIB", "SB", "SR"], [0, 1]]
+    assert model.predict(X[:3])[:, 1].tolist()[0] in (0, 1)
+    assert model.score(X, rows) >= 0

@@ -14,14 +14,8 @@ from ._clustering import _joint_codes
 __all__ = ["matchable_queries", "precision_at_k", "retrieval_report"]
 
 
-def _as_objects(values):
-    """Lists as object arrays: numpy would turn ``[("MI", 0)]`` into strings."""
-    return np.asarray(values, dtype=object) if isinstance(values, (list, tuple)) else values
-
-
 def _attribute_codes(y_true, query_attributes):
     """Integer codes of the searched set's and the queries' attributes, column by column."""
-    y_true, query_attributes = _as_objects(y_true), _as_objects(query_attributes)
     if isinstance(query_attributes, pd.DataFrame) and not isinstance(y_true, pd.DataFrame):
         # Positional y_true takes the names of the queries' columns.
         names = [str(c) for c in query_attributes.columns]
