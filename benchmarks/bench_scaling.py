@@ -98,16 +98,15 @@ def embed(n, repeats, estimator):
 
 def end_to_end(replicas, epochs, plain):
     from sklearn_crocs import CROCSClusterer
-    from sklearn_crocs._main import prepare_ludb
+    from sklearn_crocs.datasets import load_ludb_instances
     from sklearn_crocs.metrics import evaluate_prototypes
 
     start = time.perf_counter()
-    splits = prepare_ludb(random_state=0)
-    X, y, groups = splits["train"]
-    X = np.concatenate([X] * replicas)
-    y = y.loc[np.tile(np.arange(len(y)), replicas)].reset_index(drop=True)
-    groups = np.concatenate([groups + 1000 * r for r in range(replicas)])
-    X_test, y_test, _ = splits["test"]
+    data = load_ludb_instances(random_state=0)
+    X = np.concatenate([data.X_train] * replicas)
+    y = data.y_train.loc[np.tile(np.arange(len(data.y_train)), replicas)].reset_index(drop=True)
+    groups = np.concatenate([data.groups_train + 1000 * r for r in range(replicas)])
+    X_test, y_test = data.X_test, data.y_test
     if plain:
         from bench_training import PlainCROCSLoss, reference_cnn
 

@@ -17,56 +17,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ._clusterer import CROCSClusterer
-from .datasets import (
-    AgeGroupEncoder,
-    leads_as_instances,
-    load_ludb,
-    normalize_frames,
-    patient_split,
-    resample_signals,
-)
+from .datasets import load_ludb_instances
 from .metrics import evaluate_prototypes
-
-
-def prepare_ludb(random_state=0):
-    """Instances, attributes and patient groups of LUDB, split by patient.
-
-    Returns
-    -------
-    splits : dict
-        ``"train"`` (training and validation patients) and ``"test"``, each a
-        tuple ``(X, y, groups)`` with X of shape (n, 1, 2500) and y a
-        DataFrame with columns rhythm, sex and age.
-    """
-    ludb = load_ludb()
-    signals = resample_signals(ludb.data, ludb.fs, 250)
-    train_val_test = patient_split(
-        ludb.groups, val_size=0.2, test_size=0.2, random_state=random_state
-    )
-    train = np.concatenate(train_val_test[:2])
-    test = train_val_test[2]
-    ages = AgeGroupEncoder(n_groups=4).fit(ludb.attributes[["age"]].iloc[train])
-    attributes = pd.DataFrame(
-        {
-            "rhythm": ludb.attributes["rhythm"].to_numpy(),
-            "sex": ludb.attributes["sex"].to_numpy(),
-            "age": pd.Categorical(
-                ages.transform(ludb.attributes[["age"]]).ravel(),
-                categories=ages.labels_,
-                ordered=True,
-            ),
-        }
-    )
-    splits = {}
-    for name, records in (("train", train), ("test", test)):
-        X, y, groups, _ = leads_as_instances(
-            signals[records], attributes.iloc[records].reset_index(drop=True), ludb.groups[records]
-        )
-        splits[name] = (normalize_frames(X, method="minmax"), y, groups)
-    return splits
 
 
 def _figure(model, X, y, path):
@@ -103,9 +57,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
-    splits = prepare_ludb(random_state=args.random_state)
-    X_train, y_train, g_train = splits["train"]
-    X_test, y_test, g_test = splits["test"]
+    data = load_ludb_instances(random_state=args.random_state)
+    X_train, y_train, g_train = data.X_train, data.y_train, data.groups_train
+    X_test, y_test, g_test = data.X_test, data.y_test, data.groups_test
     print(
         f"LUDB: {len(np.unique(g_train))} training/validation patients "
         f"({len(X_train)} single-lead instances), {len(np.unique(g_test))} test patients "

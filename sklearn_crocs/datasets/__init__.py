@@ -10,7 +10,7 @@ normalisation, leads as instances, age quartiles and patient-level splits.
 from ._base import InvalidRecordError, clear_data_home, get_data_home
 from ._chapman import load_chapman
 from ._fetch import fetch_chapman, fetch_ptbxl
-from ._ludb import load_ludb
+from ._ludb import load_ludb, load_ludb_instances
 from ._preprocessing import (
     AgeGroupEncoder,
     FrameNormalizer,
@@ -34,6 +34,7 @@ __all__ = [
     "leads_as_instances",
     "load_chapman",
     "load_ludb",
+    "load_ludb_instances",
     "load_ptbxl",
     "load_wfdb",
     "make_frames",

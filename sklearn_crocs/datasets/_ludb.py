@@ -11,6 +11,8 @@ import pandas as pd
 from sklearn.utils import Bunch
 
 from ._base import _data_file, _load_descr, _parse_age, _parse_comments, _parse_sex
+from ._preprocessing import AgeGroupEncoder, leads_as_instances, normalize_frames, resample_signals
+from ._split import patient_split
 
 LUDB_FILENAME = "ludb.npz"
 
@@ -182,3 +184,77 @@ def load_ludb(*, return_X_y=False):
         metadata=metadata,
         DESCR=_load_descr("ludb.rst"),
     )
+
+
+def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_state=0):
+    """The bundled LUDB records prepared like the paper's Chapman data, split by patient.
+
+    The paper's Chapman protocol applied to :func:`load_ludb`: every 10-s
+    record resampled to ``target_fs`` (2500 samples at 250 Hz), each of its 12
+    leads a single-lead instance scaled to [0, 1], attributes rhythm group x
+    sex x age group, with age groups (quartiles by default) learned on the
+    training patients only, and a patient-level train/test split. The main
+    job, the gallery and the benchmarks use it; hold out a validation part of
+    the training patients with ``CROCSClusterer(validation_fraction=...)``
+    and ``groups``.
+
+    Parameters
+    ----------
+    target_fs : int, default=250
+        Sampling rate after resampling (Hz); 250 gives 2500 samples.
+    test_size : float, default=0.2
+        Fraction of the patients held out for testing.
+    n_age_groups : int, default=4
+        Number of age groups (quantiles of the training patients' ages).
+    random_state : int, RandomState instance or None, default=0
+        Seed of the patient split.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        With ``X_train`` and ``X_test`` (float32, shape (n, 1, n_samples)),
+        ``y_train`` and ``y_test`` (DataFrames with columns ``rhythm``,
+        ``sex`` and ``age``; ``age`` is an ordered categorical of the group
+        labels), ``groups_train`` and ``groups_test`` (patient ids),
+        ``lead_train`` and ``lead_test`` (lead index of each instance),
+        ``age_encoder`` (the fitted :class:`AgeGroupEncoder`), ``fs`` and
+        ``lead_names``.
+
+    Examples
+    --------
+    >>> from sklearn_crocs.datasets import load_ludb_instances
+    >>> data = load_ludb_instances(random_state=0)
+    >>> data.X_train.shape, data.X_test.shape
+    ((972, 1, 2500), (252, 1, 2500))
+    >>> list(data.y_train.columns)
+    ['rhythm', 'sex', 'age']
+    >>> set(data.groups_train) & set(data.groups_test)
+    set()
+    """
+    ludb = load_ludb()
+    signals = resample_signals(ludb.data, ludb.fs, target_fs)
+    train, _, test = patient_split(
+        ludb.groups, val_size=0.0, test_size=test_size, random_state=random_state
+    )
+    ages = AgeGroupEncoder(n_groups=n_age_groups).fit(ludb.attributes[["age"]].iloc[train])
+    attributes = pd.DataFrame(
+        {
+            "rhythm": ludb.attributes["rhythm"].to_numpy(),
+            "sex": ludb.attributes["sex"].to_numpy(),
+            "age": pd.Categorical(
+                ages.transform(ludb.attributes[["age"]]).ravel(),
+                categories=ages.labels_,
+                ordered=True,
+            ),
+        }
+    )
+    out = Bunch(age_encoder=ages, fs=target_fs, lead_names=ludb.lead_names)
+    for name, records in (("train", train), ("test", test)):
+        X, y, groups, lead = leads_as_instances(
+            signals[records], attributes.iloc[records].reset_index(drop=True), ludb.groups[records]
+        )
+        out[f"X_{name}"] = normalize_frames(X, method="minmax")
+        out[f"y_{name}"] = y.reset_index(drop=True)
+        out[f"groups_{name}"] = groups
+        out[f"lead_{name}"] = lead
+    return out

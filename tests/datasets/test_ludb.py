@@ -162,3 +162,31 @@ def test_header_parsing_rules():
         ludb_attributes_from_comments(["<age>: 5", "<sex>: F", "Rhythm: Paced rhythm."], "7")
     with pytest.raises(ValueError, match="unreadable sex"):
         ludb_attributes_from_comments(["<sex>: ?", "Rhythm: Sinus rhythm."], "7")
+
+
+def test_load_ludb_instances_follows_the_chapman_protocol():
+    from sklearn_crocs.datasets import load_ludb, load_ludb_instances
+
+    data = load_ludb_instances(random_state=0)
+    X, y, groups = data.X_train, data.y_train, data.groups_train
+    assert X.shape[1:] == (1, 2500)  # 10 s at 250 Hz, one lead per instance
+    assert X.dtype == np.float32
+    assert X.min() >= 0.0
+    assert X.max() <= 1.0  # min-max scaled per instance
+    assert len(X) + len(data.X_test) == 102 * 12
+    assert not set(groups) & set(data.groups_test)  # patient-level split
+    assert len(set(data.groups_test)) == 21  # 20 % of 102 patients, rounded up
+    assert list(y.columns) == ["rhythm", "sex", "age"]
+    assert data.lead_train.tolist()[:13] == [*range(12), 0]
+    # Age groups are quartiles of the training patients only, ordered young to old.
+    ludb = load_ludb()
+    train_ages = ludb.attributes.set_index(ludb.groups).loc[np.unique(groups), "age"]
+    counts = pd.Series(data.age_encoder.transform(train_ages.to_frame()).ravel()).value_counts()
+    assert counts.max() - counts.min() <= 3
+    assert list(y["age"].cat.categories) == data.age_encoder.labels_
+    assert y["age"].cat.ordered
+    # Every instance keeps the attributes of its record.
+    rhythm = ludb.attributes.set_index(ludb.groups)["rhythm"]
+    assert (y["rhythm"].to_numpy() == rhythm.loc[groups].to_numpy()).all()
+    other = load_ludb_instances(random_state=1)
+    assert set(other.groups_test) != set(data.groups_test)
