@@ -6,7 +6,7 @@ from sklearn.decomposition import PCA
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from .._attributes import as_attribute_frame
-from ._base import check_matplotlib
+from ._base import attribute_index, check_matplotlib, class_colors, ordered_values
 
 __all__ = ["PrototypeDisplay"]
 
@@ -133,7 +133,7 @@ class PrototypeDisplay:
         y : array-like or DataFrame, default=None
             True attributes of ``X``, for colouring the embeddings.
         kind : {"learned", "mean"}, default=None
-            Which prototypes (see :meth:`CROCSClusterer.get_prototypes`).
+            Which prototypes (see :meth:`~sklearn_crocs.CROCSClusterer.get_prototypes`).
         projection : "pca", "umap" or estimator, default="pca"
             2-D projection, fitted on prototypes and embeddings together.
         max_embeddings : int, default=2000
@@ -190,11 +190,7 @@ class PrototypeDisplay:
     def _index(self, attribute):
         if attribute is None:
             return None
-        if isinstance(attribute, str):
-            if attribute not in self.attribute_names:
-                raise ValueError(f"{attribute!r} is not one of {self.attribute_names}.")
-            return self.attribute_names.index(attribute)
-        return int(attribute)
+        return attribute_index(self.attribute_names, attribute)
 
     def plot(self, ax=None, *, class_attribute=0, marker_attribute=None, size_attribute=None):
         """Draw the map.
@@ -218,7 +214,7 @@ class PrototypeDisplay:
         """
         plt = check_matplotlib("PrototypeDisplay")
         if ax is None:
-            _, ax = plt.subplots(figsize=(7, 6))
+            _, ax = plt.subplots(figsize=(7.5, 5.5), layout="constrained")
         n_attributes = len(self.attribute_names)
         color_i = self._index(class_attribute)
         others = [i for i in range(n_attributes) if i != color_i]
@@ -234,13 +230,13 @@ class PrototypeDisplay:
             columns = [self.prototype_attributes[:, i]]
             if self.embedding_attributes is not None:
                 columns.append(self.embedding_attributes[:, i])
-            present = set(np.concatenate(columns).tolist())
-            order = list(self.categories[i]) if self.categories is not None else []
-            return [v for v in order if v in present] + sorted(present - set(order), key=str)
+            order = list(self.categories[i]) if self.categories is not None else None
+            return ordered_values(np.concatenate(columns), order)
 
         classes = values(color_i)
-        cmap = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20")
-        colors = {c: cmap(k % cmap.N) for k, c in enumerate(classes)}
+        # Colours follow the full category order, as in the other displays.
+        palette = list(self.categories[color_i]) if self.categories is not None else []
+        colors = class_colors(palette + [c for c in classes if c not in palette])
         markers = (
             {m: _MARKERS[k % len(_MARKERS)] for k, m in enumerate(values(marker_i))}
             if marker_i is not None
