@@ -1,0 +1,118 @@
+"""Sphinx configuration of the sklearn-crocs documentation.
+
+Build with ``tox -e docs`` or ``make docs`` (``sphinx-build -W --keep-going -b html
+docs docs/_build/html``): warnings are errors, and the example gallery in
+``examples/`` is executed during the build.
+"""
+
+import os
+from pathlib import Path
+
+import sklearn_crocs
+
+DOCS = Path(__file__).resolve().parent
+
+# -- Project -----------------------------------------------------------------
+project = "sklearn-crocs"
+author = "sklearn-crocs developers"
+copyright = "sklearn-crocs developers"  # noqa: A001 - Sphinx's name
+release = sklearn_crocs.__version__
+version = release.split(".dev")[0]
+
+# -- General -----------------------------------------------------------------
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+    "myst_parser",
+]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "_intersphinx"]
+default_role = "literal"
+# Markdown is only used to include CHANGELOG.md; give its headings anchors.
+myst_heading_anchors = 3
+
+# -- autodoc / autosummary / numpydoc -------------------------------------------
+autosummary_generate = True
+autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_typehints = "none"
+# The class template lists the methods itself (autoclass :members:).
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+
+
+def _skip_generated_request_methods(app, what, name, obj, skip, options):
+    """Leave out scikit-learn's generated ``set_*_request`` methods.
+
+    scikit-learn adds them to every estimator whose ``fit`` or ``score`` takes
+    extra arguments (here ``groups``); their docstrings belong to scikit-learn
+    and point at its user guide.
+    """
+    if name.startswith("set_") and name.endswith("_request"):
+        return True
+    return skip
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_generated_request_methods)
+
+
+# -- intersphinx ---------------------------------------------------------------
+# Links to scikit-learn, NumPy, SciPy, PyTorch and skorch. Each project's
+# inventory is downloaded from its website first; when that fails (CI and the
+# development machines have no internet), Sphinx falls back to the plain-text
+# inventory in docs/_intersphinx/, which lists the external names these pages
+# refer to (see docs/_intersphinx/README.md). A failed download with a working
+# fallback is logged as information, not as a warning, so ``-W`` still fails
+# on every real warning.
+intersphinx_timeout = 10
+intersphinx_mapping = {
+    name: (url, (None, str(DOCS / "_intersphinx" / f"{name}.txt")))
+    for name, url in {
+        "sklearn": "https://scikit-learn.org/stable/",
+        "numpy": "https://numpy.org/doc/stable/",
+        "scipy": "https://docs.scipy.org/doc/scipy/",
+        "torch": "https://docs.pytorch.org/docs/stable/",
+        "skorch": "https://skorch.readthedocs.io/en/stable/",
+    }.items()
+}
+
+# -- sphinx-gallery -----------------------------------------------------------
+# Examples run in the build's process, with matplotlib's non-interactive backend.
+os.environ.setdefault("MPLBACKEND", "Agg")
+sphinx_gallery_conf = {
+    "examples_dirs": str(DOCS.parent / "examples"),
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "within_subsection_order": "FileNameSortKey",
+    "backreferences_dir": "generated/backreferences",
+    "doc_module": ("sklearn_crocs",),
+    "reference_url": {"sklearn_crocs": None},
+    "image_scrapers": ("matplotlib",),
+    "abort_on_example_error": True,
+    "remove_config_comments": True,
+    "show_memory": False,
+    "min_reported_time": 0,
+    "capture_repr": ("_repr_html_", "__repr__"),
+    "plot_gallery": "True",
+}
+
+# -- HTML ----------------------------------------------------------------------
+html_theme = "pydata_sphinx_theme"
+html_title = f"sklearn-crocs {version}"
+html_static_path = []
+html_theme_options = {
+    "navbar_align": "left",
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version", "theme-version"],
+}
+html_show_sourcelink = False
+html_context = {"default_mode": "light"}
