@@ -22,8 +22,18 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
+## docs: build the HTML documentation (runs the example gallery) into docs/_build/html
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e ".[dev,docs]" "myst-parser>=3"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+
 lint: $(STAMP)
 	$(BIN)/ruff check sklearn_crocs tests examples benchmarks scripts
 
 clean:
-	rm -rf $(VENV) .tox .pytest_cache crocs_output docs/_build
+	rm -rf $(VENV) .tox .pytest_cache crocs_output docs/_build docs/auto_examples docs/generated docs/sg_execution_times.rst
