@@ -84,7 +84,6 @@ display = PrototypeDisplay.from_estimator(model, X_test, y_test)
 # The mean training embeddings (TP CROCS prototypes) of the same model, with
 # the training embeddings:
 display = PrototypeDisplay.from_estimator(model, X_train, y_train, kind="mean")
-display.ax_.set_title("Mean training embeddings (TP CROCS) and training embeddings")
 
 # %%
 # Hierarchical clustering of the prototypes

@@ -180,12 +180,17 @@ class PrototypeDisplay:
         )
         if class_attribute is None:
             class_attribute = estimator._class_index
-        return display.plot(
+        display.plot(
             ax=ax,
             class_attribute=class_attribute,
             marker_attribute=marker_attribute,
             size_attribute=size_attribute,
         )
+        if (kind or estimator.prototypes) == "mean":
+            display.ax_.set_title(
+                "Mean training embeddings (TP CROCS prototypes, large) and ECG embeddings"
+            )
+        return display
 
     def _index(self, attribute):
         if attribute is None:

@@ -45,6 +45,13 @@ def test_embeddings_are_drawn_and_subsampled(model, data):
     assert legend[:3] == list(model.categories_[0])
 
 
+def test_title_names_the_prototypes(model):
+    learned = PrototypeDisplay.from_estimator(model)
+    assert learned.ax_.get_title().startswith("Clinical prototypes")
+    mean = PrototypeDisplay.from_estimator(model, kind="mean")
+    assert mean.ax_.get_title().startswith("Mean training embeddings")
+
+
 def test_embeddings_without_labels_are_grey(model, data):
     X, _, _ = data
     display = PrototypeDisplay.from_estimator(model, X)
