@@ -25,8 +25,8 @@ test: $(STAMP)
 ## docs: build the HTML documentation (runs the example gallery) into docs/_build/html
 DOCS_STAMP := $(VENV)/.installed-docs
 
-$(DOCS_STAMP): $(STAMP)
-	$(BIN)/python -m pip install $(PIP_FLAGS) -e ".[dev,docs]" "myst-parser>=3"
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e ".[dev,docs]"
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)

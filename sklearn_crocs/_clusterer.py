@@ -148,7 +148,7 @@ class CROCSClusterer(
         Row of ``prototypes_`` nearest to each training ECG.
     n_features_in_ : int
         Number of values per training ECG (``n_leads * n_timepoints``).
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names of ``X`` when it was a DataFrame.
     input_shape_ : tuple of int
         ``(n_leads, n_timepoints)`` of the training signals.

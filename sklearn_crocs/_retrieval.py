@@ -201,7 +201,7 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     estimator_ : estimator
         The estimator used: a fitted clone of ``estimator`` when ``fit`` was
         given ``y``, else ``estimator`` itself (not a copy).
-    embeddings_ : ndarray of shape (n_samples_fit_, embedding_dim), dtype float32
+    embeddings_ : ndarray of shape (`n_samples_fit_`, embedding_dim), dtype float32
         Unit-norm embeddings of the indexed database.
     n_samples_fit_ : int
         Number of ECGs in the database.

@@ -24,13 +24,8 @@ API_REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "api.rst"
 
 # Public objects whose docstring still lacks what is checked here, with the
 # reason; strict, so that each entry has to go once its docstring is fixed.
-KNOWN_GAPS = {
-    "sklearn_crocs.nn.ArrayDataset": "no Examples section yet",
-    "sklearn_crocs.nn.CROCSNet": "no Examples section yet",
-}
-KNOWN_NUMPYDOC_GAPS = {
-    "sklearn_crocs.nn.PolyphaseConv1d": "torch.nn.Conv1d's parameters are not documented (PR01)",
-}
+KNOWN_GAPS = {}
+KNOWN_NUMPYDOC_GAPS = {}
 
 
 def public_names():

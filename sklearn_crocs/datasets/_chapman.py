@@ -464,8 +464,11 @@ def load_chapman(
         groups : ndarray of str
             Patient ids: the record name (one record per patient).
         record_names : ndarray of str
+            Name of each record (the file name without extension).
         fs : float
+            Sampling rate in Hz (``target_fs`` when given).
         lead_names : list of str
+            Names of the leads, in the order of ``data``'s second axis.
         metadata : pandas.DataFrame
             Original release: the rows of Diagnostics.xlsx (``Rhythm`` renamed
             ``rhythm_source``). WFDB: the ``dx`` codes and the raw age/sex.
@@ -473,6 +476,7 @@ def load_chapman(
             Records left out and why ("filtered": unmapped rhythm; "skipped":
             unusable files).
         DESCR : str
+            Description of the dataset, its licence and references.
 
     (data, attributes) : tuple if ``return_X_y`` is True
 

@@ -100,13 +100,13 @@ def load_ludb(*, return_X_y=False):
     onto the four rhythm groups that CROCS uses for Chapman (AFIB, GSVT, SB,
     SR); see ``DESCR`` for the mapping, the licence and the attribution.
 
-    =================   ==============================
+    ==================  ==============================
     Records (subjects)  102
     Leads               12 (I, II, III, aVR, ... V6)
     Samples per lead    5000 (10 s at 500 Hz)
     Units               mV
     Classes (rhythm)    AFIB 9, GSVT 3, SB 13, SR 77
-    =================   ==============================
+    ==================  ==============================
 
     Parameters
     ----------

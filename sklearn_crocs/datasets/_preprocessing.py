@@ -454,7 +454,7 @@ class AgeGroupEncoder(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     Attributes
     ----------
-    bin_edges_ : ndarray of shape (n_groups_ + 1,)
+    bin_edges_ : ndarray of shape (`n_groups_` + 1,)
         Edges of the groups; group ``k`` holds ``bin_edges_[k] <= age <
         bin_edges_[k + 1]`` (the last group also holds its upper edge).
     labels_ : list of str

@@ -251,10 +251,13 @@ def load_ptbxl(
         folds : ndarray of int64
             ``strat_fold`` (1-10), see :func:`ptbxl_fold_split`.
         ecg_ids : ndarray of int64
+            PTB-XL's ``ecg_id`` of each record.
         record_names : ndarray of str
             The ``filename_hr``/``filename_lr`` of each record.
         fs : int
+            Sampling rate in Hz (500 or 100).
         lead_names : list of str
+            Names of the leads, in the order of ``data``'s second axis.
         metadata : pandas.DataFrame
             The records' rows of ``ptbxl_database.csv`` (``scp_codes`` parsed
             into dicts, plus ``diagnostic_superclasses`` lists).
@@ -262,6 +265,7 @@ def load_ptbxl(
             Records left out and why (``kind`` "filtered" for the single-label
             rule, "skipped" for unusable files).
         DESCR : str
+            Description of the dataset, its licence and references.
 
     (data, attributes) : tuple if ``return_X_y`` is True
 

@@ -41,6 +41,12 @@ class PolyphaseConv1d(nn.Conv1d):
     ``repr`` are those of ``nn.Conv1d``; other configurations (padding,
     dilation, groups) fall back to ``nn.Conv1d``.
 
+    Parameters
+    ----------
+    in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, \
+padding_mode, device, dtype
+        As in :class:`torch.nn.Conv1d`.
+
     Examples
     --------
     >>> import torch

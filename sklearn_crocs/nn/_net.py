@@ -28,6 +28,17 @@ class ArrayDataset(Dataset):
         wrapped without a copy.
     y : array-like of shape (n_samples,), default=None
         Index of each sample's attribute combination.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_crocs.nn import ArrayDataset
+    >>> dataset = ArrayDataset(np.zeros((4, 1, 2500), dtype=np.float32), [0, 1, 1, 2])
+    >>> len(dataset)
+    4
+    >>> signal, target = dataset[1]
+    >>> tuple(signal.shape), int(target)
+    ((1, 2500), 1)
     """
 
     def __init__(self, X, y=None):
@@ -146,6 +157,23 @@ class CROCSNet(NeuralNet):
         Seed of the per-epoch permutations.
     predict_batch_size : int, default=None
         Batch size for inference and validation; defaults to ``batch_size``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> from sklearn_crocs.nn import CNNEncoder, CROCSLoss, CROCSNet
+    >>> rng = np.random.RandomState(0)
+    >>> X, y = rng.randn(32, 1, 500).astype(np.float32), rng.randint(0, 4, 32)
+    >>> net = CROCSNet(module=CNNEncoder, module__in_channels=1, module__n_timepoints=500,
+    ...                module__embedding_dim=8, criterion=CROCSLoss,
+    ...                criterion__combinations=[[0, 0], [0, 1], [1, 0], [1, 1]],
+    ...                criterion__embedding_dim=8, optimizer=torch.optim.Adam, max_epochs=2,
+    ...                batch_size=16, train_split=None, verbose=0).fit(X, y)
+    >>> sorted(net.history[-1, "batches", 0])
+    ['train_batch_size', 'train_loss', 'train_nce', 'train_reg']
+    >>> tuple(net.forward(X[:3]).shape)
+    (3, 8)
     """
 
     def __init__(self, *args, shuffle_seed=0, predict_batch_size=None, **kwargs):
