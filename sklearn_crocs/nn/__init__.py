@@ -1,7 +1,7 @@
 """PyTorch building blocks of CROCS: the loss with its prototypes, encoders and the skorch net."""
 
 from ._encoders import CNNEncoder, ResNet1dEncoder
-from ._layers import PolyphaseConv1d, ReLUMaxPoolDropout
+from ._layers import ReLUMaxPoolDropout
 from ._loss import CROCSLoss, attribute_weight_table
 from ._net import ArrayDataset, CROCSNet
 
@@ -10,7 +10,6 @@ __all__ = [
     "CNNEncoder",
     "CROCSLoss",
     "CROCSNet",
-    "PolyphaseConv1d",
     "ReLUMaxPoolDropout",
     "ResNet1dEncoder",
     "attribute_weight_table",

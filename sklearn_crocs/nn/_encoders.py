@@ -14,7 +14,7 @@ with the same contract.
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_weights
 
-from ._layers import PolyphaseConv1d, ReLUMaxPoolDropout
+from ._layers import ReLUMaxPoolDropout
 
 __all__ = ["CNNEncoder", "ResNet1dEncoder"]
 
@@ -68,12 +68,11 @@ class CNNEncoder(nn.Module):
     the linear layer is derived from ``n_timepoints`` (320 for the paper's
     2500-sample single-lead frames).
 
-    The layers are evaluated in a faster but equivalent form: strided
-    convolutions as stride-1 convolutions over input phases
-    (:class:`PolyphaseConv1d`), ``ReLU -> MaxPool1d -> Dropout`` fused
+    The layers are evaluated in a faster but equivalent form:
+    ``ReLU -> MaxPool1d -> Dropout`` fused into one step
     (:class:`ReLUMaxPoolDropout`), and in evaluation mode batch norm folded
-    into the convolutions. :meth:`reference_layers` returns the plain
-    torch layers with the same parameters.
+    into the convolutions. :meth:`reference_layers` returns the plain torch
+    layers with the same parameters.
 
     Parameters
     ----------
@@ -102,7 +101,7 @@ class CNNEncoder(nn.Module):
     Attributes
     ----------
     features : torch.nn.Sequential
-        The convolutional stages: ``PolyphaseConv1d``, ``BatchNorm1d`` and
+        The convolutional stages: ``Conv1d``, ``BatchNorm1d`` and
         ``ReLUMaxPoolDropout`` per stage.
     head : torch.nn.Sequential
         ``Flatten -> Linear -> ReLU``.
@@ -145,7 +144,7 @@ class CNNEncoder(nn.Module):
         layers = []
         for c_in, c_out in zip((in_channels, *channels[:-1]), channels):
             layers += [
-                PolyphaseConv1d(c_in, c_out, kernel_size, stride=stride),
+                nn.Conv1d(c_in, c_out, kernel_size, stride=stride),
                 nn.BatchNorm1d(c_out),
                 ReLUMaxPoolDropout(pool_size, p=dropout),
             ]
@@ -168,16 +167,15 @@ class CNNEncoder(nn.Module):
             weight, bias = fuse_conv_bn_weights(
                 conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias
             )
-            x = activation(conv._conv_forward(x, weight, bias))
+            x = activation(conv._conv_forward(x, weight, bias))  # nn.Conv1d's own call
         return self.head(x)
 
     def reference_layers(self):
         """The same network as a plain ``nn.Sequential`` of standard torch layers.
 
-        Shares this encoder's parameters and buffers. The encoder computes the
-        same function faster (see :class:`PolyphaseConv1d` and
-        :class:`ReLUMaxPoolDropout`); the plain form is the paper's Table 5
-        layer by layer, for inspection or export.
+        Shares this encoder's modules and parameters. The encoder computes the
+        same function faster (see :class:`ReLUMaxPoolDropout`); the plain form
+        is the paper's Table 5 layer by layer, for inspection or export.
 
         Returns
         -------
@@ -198,11 +196,7 @@ class CNNEncoder(nn.Module):
         layers = []
         stages = self.features
         for conv, bn, pool in zip(stages[0::3], stages[1::3], stages[2::3]):
-            plain = nn.Conv1d(
-                conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride
-            )
-            plain.weight, plain.bias = conv.weight, conv.bias
-            layers += [plain, bn, nn.ReLU(), nn.MaxPool1d(pool.kernel_size), nn.Dropout(pool.p)]
+            layers += [conv, bn, nn.ReLU(), nn.MaxPool1d(pool.kernel_size), nn.Dropout(pool.p)]
         return nn.Sequential(*layers, *self.head)
 
 
