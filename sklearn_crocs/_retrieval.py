@@ -99,20 +99,28 @@ def _top_k(queries, database, k, *, block_size=None):
     n_queries, n_samples = len(queries), len(database)
     if block_size is None:
         block_size = max(k, _BLOCK_ELEMENTS // max(n_queries, 1))
+    block_size = min(block_size, n_samples)
     # A small first block gives a first k-th best cheaply; the following
     # blocks then mostly take the sparse path below.
     first = min(block_size, max(k, _FIRST_BLOCK))
     starts = [0, *range(first, n_samples, block_size)] if n_samples > first else [0]
     best = np.empty((n_queries, 0), dtype=np.float32)
     best_indices = np.empty((n_queries, 0), dtype=np.intp)
+    # Reused buffers: fresh multi-megabyte arrays per block cost page faults.
+    product = np.empty((n_queries, block_size), dtype=np.float32)
+    above = np.empty((n_queries, block_size), dtype=bool)
     for start in starts:
         stop = first if start == 0 else start + block_size
         block = np.asarray(database[start:stop], dtype=np.float32)
-        similarities = queries @ block.T
+        full = len(block) == block_size
+        similarities = np.matmul(queries, block.T, out=product if full else None)
         if best.shape[1] == k:
             # Only values above the k-th best so far can enter (an equal value
-            # loses to the earlier, lower index): usually few per row.
-            rows, columns = np.nonzero(similarities > best[:, -1:])
+            # loses to the earlier, lower index): usually few per row. The flat
+            # index of a 1-D view is found several times faster than a 2-D
+            # np.nonzero, which would cost more than the block's product.
+            mask = np.greater(similarities, best[:, -1:], out=above if full else None)
+            rows, columns = np.divmod(np.flatnonzero(mask), len(block))
             counts = np.bincount(rows, minlength=n_queries)
             if counts.max(initial=0) <= _MAX_SPARSE:
                 if rows.size == 0:
