@@ -32,6 +32,10 @@ $(DOCS_STAMP): $(STAMP) pyproject.toml
 docs: $(DOCS_STAMP)
 	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
+## bench: training/embedding, retrieval and scaling benchmarks (minutes; run on a quiet machine)
+bench: $(STAMP)
+	cd benchmarks && ../$(BIN)/python bench_training.py && ../$(BIN)/python bench_retrieval.py && ../$(BIN)/python bench_scaling.py
+
 lint: $(STAMP)
 	$(BIN)/ruff check sklearn_crocs tests examples benchmarks scripts
 
