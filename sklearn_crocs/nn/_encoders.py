@@ -12,7 +12,6 @@ with the same contract.
 """
 
 from torch import nn
-from torch.nn.utils.fusion import fuse_conv_bn_weights
 
 from ._layers import ReLUMaxPoolDropout
 
@@ -68,10 +67,9 @@ class CNNEncoder(nn.Module):
     the linear layer is derived from ``n_timepoints`` (320 for the paper's
     2500-sample single-lead frames).
 
-    The layers are evaluated in a faster but equivalent form:
-    ``ReLU -> MaxPool1d -> Dropout`` fused into one step
-    (:class:`ReLUMaxPoolDropout`), and in evaluation mode batch norm folded
-    into the convolutions. :meth:`reference_layers` returns the plain torch
+    ``ReLU -> MaxPool1d -> Dropout`` run as one fused step
+    (:class:`ReLUMaxPoolDropout`), which computes the same function with
+    less work in training; :meth:`reference_layers` returns the plain torch
     layers with the same parameters.
 
     Parameters
@@ -158,17 +156,7 @@ class CNNEncoder(nn.Module):
 
     def forward(self, x):
         """Embed a batch of shape (batch, in_channels, n_timepoints)."""
-        if self.training:
-            return self.head(self.features(x))
-        # Evaluation: fold each batch norm into the convolution before it,
-        # which saves one pass over every feature map.
-        stages = self.features
-        for conv, bn, activation in zip(stages[0::3], stages[1::3], stages[2::3]):
-            weight, bias = fuse_conv_bn_weights(
-                conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias
-            )
-            x = activation(conv._conv_forward(x, weight, bias))  # nn.Conv1d's own call
-        return self.head(x)
+        return self.head(self.features(x))
 
     def reference_layers(self):
         """The same network as a plain ``nn.Sequential`` of standard torch layers.

@@ -74,7 +74,7 @@ def test_cnn_encoder_equals_its_reference_layers(leads, length, params):
     ref_grads = torch.autograd.grad(reference(x).square().sum(), list(reference.parameters()))
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r)
-    # Evaluation mode, where batch norm is folded into the convolutions.
+    # Evaluation mode (running statistics, no dropout).
     encoder.eval()
     reference.eval()
     torch.testing.assert_close(encoder(x), reference(x))
