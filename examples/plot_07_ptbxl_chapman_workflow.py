@@ -39,15 +39,15 @@ numbers are then only a smoke test, not a reproduction of the paper.
 # Imports
 # -------
 import os
+import sys
 import time
 
 import numpy as np
-import pandas as pd
-from sklearn.metrics import accuracy_score, adjusted_mutual_info_score
 
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.datasets import (
     AgeGroupEncoder,
+    get_data_home,
     leads_as_instances,
     load_chapman,
     load_ludb,
@@ -57,6 +57,7 @@ from sklearn_crocs.datasets import (
     patient_split,
     resample_signals,
 )
+from sklearn_crocs.metrics import evaluate_prototypes
 
 RANDOM_STATE = 0
 
@@ -91,19 +92,9 @@ def with_age_groups(attributes, train_records):
 
 
 def report(model, X, y, name):
-    """Acc and AMI (%) per attribute of the nearest-prototype assignment."""
-    predicted = model.predict(X)
-    rows = {
-        column: {
-            "Acc": 100 * accuracy_score(y[column], predicted[column]),
-            "AMI": 100 * adjusted_mutual_info_score(y[column], predicted[column]),
-        }
-        for column in y.columns
-    }
-    table = pd.DataFrame(rows).T.round(1)
-    print(f"\n{name} ({len(X)} instances, {len(np.unique(y.iloc[:, 0]))} classes)")
-    print(table.to_string())
-    return table
+    """The paper's clustering and retrieval tables for CP and TP CROCS."""
+    print(f"\n{name} ({len(X)} instances, {y.iloc[:, 0].nunique()} classes)")
+    return evaluate_prototypes(model, X, y, file=sys.stdout).clustering
 
 
 # %%
@@ -181,12 +172,15 @@ def ptbxl_pipeline(bunch, **model_params):
 # or CSV files again.
 
 epochs = int(os.environ.get("SKLEARN_CROCS_EPOCHS", "100"))
-cache_dir = os.path.join(os.path.expanduser("~"), "sklearn_crocs_data", "cache")
+
 
 if os.environ.get("SKLEARN_CROCS_CHAPMAN"):
     print("Chapman-Shaoxing")
     chapman = load_chapman(
-        os.environ["SKLEARN_CROCS_CHAPMAN"], target_fs=250, cache_dir=cache_dir, verbose=1
+        os.environ["SKLEARN_CROCS_CHAPMAN"],
+        target_fs=250,
+        cache_dir=os.path.join(get_data_home(), "cache"),
+        verbose=1,
     )
     chapman_pipeline(
         chapman,
@@ -201,7 +195,10 @@ if os.environ.get("SKLEARN_CROCS_CHAPMAN"):
 if os.environ.get("SKLEARN_CROCS_PTBXL"):
     print("PTB-XL")
     ptbxl = load_ptbxl(
-        os.environ["SKLEARN_CROCS_PTBXL"], sampling_rate=500, cache_dir=cache_dir, verbose=1
+        os.environ["SKLEARN_CROCS_PTBXL"],
+        sampling_rate=500,
+        cache_dir=os.path.join(get_data_home(), "cache"),
+        verbose=1,
     )
     ptbxl_pipeline(
         ptbxl,
