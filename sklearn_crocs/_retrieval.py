@@ -1,10 +1,13 @@
 """PrototypeRetriever: search an ECG database by attribute combination or by example."""
 
+import functools
 import time
+import warnings
 from numbers import Integral
 
 import numpy as np
 import pandas as pd
+import torch
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
@@ -16,14 +19,22 @@ from ._clusterer import _python_value
 
 __all__ = ["PrototypeRetriever"]
 
-# Similarities computed per block of the database: about this many float32
-# values (16 MiB) per block, so that the memory of a search does not grow
-# with the database.
-_BLOCK_ELEMENTS = 1 << 22
-# Database rows of the first block, and most candidates per query and block
-# merged without a partition of the whole block.
-_FIRST_BLOCK = 8192
+# Database rows per block of a search: the block's scores (queries x rows)
+# and its low-precision copy stay small, so that the memory of a search does
+# not grow with the database.
+_BLOCK_ROWS = 8192
+# Within a block, candidate (row, query) pairs beyond this many per query are
+# first reduced to each query's k best by a partition.
 _MAX_SPARSE = 512
+# Unless told otherwise, the rows of the database are unit vectors up to
+# float32 rounding: their squared norms lie within this much of 1 (float32
+# normalisation of a 128-value vector errs by about 1e-7, at most about 1e-5).
+_NORM_SLACK = 2.0**-15
+# A block whose bfloat16 filter keeps more than this fraction of its rows
+# (tight clusters, duplicates) is filtered again in float32; after this many
+# such blocks in a row, the rest of the search filters in float32 only.
+_REFILTER_FRACTION = 1 / 4
+_REFILTER_LIMIT = 3
 
 
 def _crocs_step(estimator):
@@ -40,22 +51,103 @@ def _crocs_step(estimator):
     return step
 
 
-def _block_top_k(similarities, k):
+@functools.cache
+def _bfloat16_is_fast():
+    """Whether this CPU multiplies bfloat16 matrices natively (AVX512-BF16 or AMX)."""
+    cpu = torch.cpu
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(cpu, name, lambda: False)() for name in checks)
+
+
+class _BlockFilter:
+    """Approximate query-row similarities with a proven error bound.
+
+    One matrix product per block, in bfloat16 (twice the speed of float32
+    where the CPU supports it natively) or float32. Error analysis (Higham,
+    *Accuracy and Stability of Numerical Algorithms*, ch. 3): rounding the
+    inputs to a format of unit roundoff ``u`` changes each product by at most
+    ``(2u + u**2)`` of its size; float32 accumulation of ``n`` terms errs by at
+    most ``gamma = n u32 / (1 - n u32)`` of the sum of their sizes, and the
+    sum of the products' sizes is at most ``|q| |e|`` (Cauchy-Schwarz).
+
+    :meth:`passing` takes a threshold per query and returns every row whose
+    exact similarity to some query reaches that query's threshold (and a few
+    more). The lowered threshold is subtracted inside the product (``addmm``),
+    and rounding preserves signs, so a row passes when the sign bit of its
+    largest value, read as an integer, is clear: one cheap reduction.
+    """
+
+    def __init__(self, queries, block_rows, *, bfloat16, max_row_norm=1 + _NORM_SLACK):
+        n_queries, self.n_features = queries.shape
+        self.bfloat16 = bfloat16
+        self.u = 2.0**-8 if bfloat16 else 0.0  # inputs rounded to bfloat16
+        self.u_out = 2.0**-8 if bfloat16 else 2.0**-24  # result and threshold
+        n = self.n_features + 1
+        self.gamma = n * 2.0**-24 / (1 - n * 2.0**-24)
+        self.scale = np.linalg.norm(queries.astype(np.float64), axis=1) * max_row_norm
+        if bfloat16:
+            # oneDNN's bfloat16 product is fastest as (queries, rows).
+            self.queries = torch.from_numpy(queries).to(torch.bfloat16)
+            self.bias = torch.zeros((n_queries, 1), dtype=torch.bfloat16)
+            self.block = torch.empty((block_rows, self.n_features), dtype=torch.bfloat16)
+            self.out = torch.empty((n_queries, block_rows), dtype=torch.bfloat16)
+        else:
+            # Float32 reads the block in place, fastest as (rows, queries).
+            self.queries = torch.from_numpy(queries.T.copy())
+            self.bias = torch.zeros((1, n_queries))
+            self.out = torch.empty((block_rows, n_queries))
+
+    def _product(self, block):
+        """``block . queries + bias`` as (queries, rows) for bfloat16, else (rows, queries)."""
+        rows = len(block)
+        with warnings.catch_warnings():  # a read-only memmap block is only read
+            warnings.simplefilter("ignore", UserWarning)
+            block = torch.from_numpy(block)
+        if self.bfloat16:
+            self.block[:rows].copy_(block)
+            return torch.addmm(self.bias, self.queries, self.block[:rows].T, out=self.out[:, :rows])
+        return torch.addmm(self.bias, block, self.queries, out=self.out[:rows])
+
+    def score_bound(self):
+        """Bound on |score - similarity| of :meth:`scores`, per query."""
+        u, gamma = self.u, self.gamma
+        return 1.01 * (2 * u + u**2 + 2 * gamma + 2 * self.u_out) * self.scale
+
+    def scores(self, block):
+        """Approximate similarities, array of shape (n_queries, rows)."""
+        self.bias.zero_()
+        out = self._product(block).float().numpy()
+        return out if self.bfloat16 else out.T
+
+    def passing(self, block, thresholds):
+        """Rows (increasing) whose similarity may reach some query's threshold."""
+        u, gamma = self.u, self.gamma
+        size = np.abs(thresholds) + 1.0
+        margin = 1.01 * ((2 * u + u**2 + 2 * gamma) * self.scale + (self.u_out + 2 * gamma) * size)
+        lowered = np.nan_to_num(thresholds - margin, neginf=-np.finfo(np.float32).max)
+        self.bias.view(-1).copy_(torch.from_numpy(-lowered.astype(np.float32)))
+        out = self._product(block)
+        signs = out.view(torch.int16 if self.bfloat16 else torch.int32)
+        signs = torch.amax(signs, dim=0 if self.bfloat16 else 1)
+        return torch.nonzero(signs >= 0).numpy().ravel()
+
+
+def _block_top_k(values, k):
     """Columns of the ``k`` largest values of each row, ties to the lower column.
 
     Returns an integer array of shape (n_rows, k) whose rows list the chosen
-    columns in increasing order (not by similarity).
+    columns in increasing order (not by value).
     """
-    n_rows, n_columns = similarities.shape
+    n_rows, n_columns = values.shape
     if k >= n_columns:
         return np.broadcast_to(np.arange(n_columns), (n_rows, n_columns))
-    kth = np.partition(similarities, n_columns - k, axis=1)[:, n_columns - k, None]
-    keep = similarities >= kth
+    kth = np.partition(values, n_columns - k, axis=1)[:, n_columns - k, None]
+    keep = values >= kth
     # Rows where values equal to the k-th largest continue past k: keep the
     # lowest columns among those ties.
     crowded = np.flatnonzero(keep.sum(axis=1) > k)
     if crowded.size:
-        rows, threshold = similarities[crowded], kth[crowded]
+        rows, threshold = values[crowded], kth[crowded]
         above = rows > threshold
         tied = rows == threshold
         room = k - above.sum(axis=1, keepdims=True)
@@ -63,30 +155,45 @@ def _block_top_k(similarities, k):
     return np.nonzero(keep)[1].reshape(n_rows, k)
 
 
-def _top_k(queries, database, k, *, block_size=None):
+def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_range=None):
     """Exact ``k`` nearest database rows of each query, for unit vectors.
 
-    Cosine similarities are computed with one float32 matrix product per
-    block of ``block_size`` database rows (by default about 4 million
-    similarities per block, so memory does not grow with the database).
-    Once ``k`` rows are known, only the similarities above the current
-    ``k``-th best are taken out of a block (usually few); otherwise the
-    block's ``k`` best are found with :func:`numpy.partition`. Candidates
-    are merged with the best so far, equal similarities going to the lower
-    index. The Euclidean distances of the
-    ``k`` rows found are then computed directly in float64, which is
-    accurate also near 0 where ``sqrt(2 - 2 cos)`` is not, and each row is
-    sorted by (distance, index).
+    The database is read in blocks of ``block_size`` rows, so memory does not
+    grow with it. Each block goes through two stages:
+
+    1. *Filter* (:class:`_BlockFilter`): one low-precision matrix product
+       with a proven error bound drops every row that cannot come nearer to
+       any query than its current ``k``-th nearest: usually almost all rows.
+       It runs in bfloat16 where the CPU multiplies it natively, else (and
+       for blocks where bfloat16 keeps many rows) in float32.
+    2. *Exact*: the remaining rows are compared with the queries in float64;
+       their squared Euclidean distances (from the float64 dot products and
+       norms) are merged with the best so far, equal distances going to the
+       lower index.
+
+    The result is therefore the exact ``k`` nearest rows whatever the
+    precision of the filter. The distances of the rows found are finally
+    computed directly as ``|q - e|`` in float64, accurate also near 0, and each
+    row is sorted by (distance, index).
 
     Parameters
     ----------
     queries : ndarray of shape (n_queries, n_features)
+        Unit vectors.
     database : ndarray of shape (n_samples, n_features)
-        Any array that supports slicing, such as a memmap.
+        Any array that supports slicing, such as a memmap. Its rows are
+        unit vectors, or their squared norms lie in ``sq_norm_range``.
     k : int
         ``1 <= k <= n_samples``.
     block_size : int, default=None
-        Database rows per matrix product.
+        Database rows per block (``_BLOCK_ROWS`` by default).
+    bfloat16 : bool, default=None
+        Filter in bfloat16 (True) or float32 (False); None uses bfloat16 where
+        the CPU supports it natively.
+    sq_norm_range : (float, float), default=None
+        Smallest and largest squared norm of the database rows; None means
+        unit vectors: ``1 -+ _NORM_SLACK``. Rows far from unit norm (zero
+        embeddings) keep the result exact but weaken the filter.
 
     Returns
     -------
@@ -96,57 +203,85 @@ def _top_k(queries, database, k, *, block_size=None):
         Database rows; equal distances are ordered by increasing index.
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32)
-    n_queries, n_samples = len(queries), len(database)
-    if block_size is None:
-        block_size = max(k, _BLOCK_ELEMENTS // max(n_queries, 1))
-    block_size = min(block_size, n_samples)
-    # A small first block gives a first k-th best cheaply; the following
-    # blocks then mostly take the sparse path below.
-    first = min(block_size, max(k, _FIRST_BLOCK))
-    starts = [0, *range(first, n_samples, block_size)] if n_samples > first else [0]
-    best = np.empty((n_queries, 0), dtype=np.float32)
-    best_indices = np.empty((n_queries, 0), dtype=np.intp)
-    # Reused buffers: fresh multi-megabyte arrays per block cost page faults.
-    product = np.empty((n_queries, block_size), dtype=np.float32)
-    above = np.empty((n_queries, block_size), dtype=bool)
-    for start in starts:
-        stop = first if start == 0 else start + block_size
-        block = np.asarray(database[start:stop], dtype=np.float32)
-        full = len(block) == block_size
-        similarities = np.matmul(queries, block.T, out=product if full else None)
-        if best.shape[1] == k:
-            # Only values above the k-th best so far can enter (an equal value
-            # loses to the earlier, lower index): usually few per row. The flat
-            # index of a 1-D view is found several times faster than a 2-D
-            # np.nonzero, which would cost more than the block's product.
-            mask = np.greater(similarities, best[:, -1:], out=above if full else None)
-            rows, columns = np.divmod(np.flatnonzero(mask), len(block))
-            counts = np.bincount(rows, minlength=n_queries)
-            if counts.max(initial=0) <= _MAX_SPARSE:
-                if rows.size == 0:
-                    continue
-                width = counts.max()
-                slots = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
-                values = np.full((n_queries, width), -np.inf, dtype=np.float32)
-                values[rows, slots] = similarities[rows, columns]
-                found = np.full((n_queries, width), n_samples, dtype=np.intp)
-                found[rows, slots] = columns + start
-                best, best_indices = _merge(best, best_indices, values, found, k)
-                continue
-        columns = _block_top_k(similarities, min(k, len(block)))
-        best, best_indices = _merge(
-            best, best_indices, np.take_along_axis(similarities, columns, 1), columns + start, k
-        )
+    n_queries = len(queries)
+    n_samples = len(database)
+    block_size = min(max(block_size or _BLOCK_ROWS, k), n_samples)  # first block: >= k rows
+    if bfloat16 is None:
+        bfloat16 = _bfloat16_is_fast()
+    low, high = sq_norm_range or (1 - _NORM_SLACK, 1 + _NORM_SLACK)
+    filters = {
+        precision: _BlockFilter(queries, block_size, bfloat16=precision, max_row_norm=high**0.5)
+        for precision in {False, bfloat16}
+    }
+    queries64 = torch.from_numpy(queries.T.astype(np.float64))
+    half_query_sq = 0.5 * np.einsum("ij,ij->i", queries, queries, dtype=np.float64)
+    # Best so far per query: squared distances (increasing) and indices.
+    best = np.full((n_queries, k), np.inf)
+    best_indices = np.full((n_queries, k), n_samples, dtype=np.intp)
+    refiltered = 0
+    for start in range(0, n_samples, block_size):
+        block = np.asarray(database[start : start + block_size], dtype=np.float32)
+        first = filters[bfloat16]
+        if start == 0:
+            # Nothing known yet: k rows score at least the block's k-th best
+            # approximate similarity s, so their distances, and the k-th
+            # nearest's, are at most that of a similarity of s - bound.
+            scores = torch.from_numpy(first.scores(block))
+            kth = torch.topk(scores, min(k, len(block)), dim=1, sorted=False).values.amin(1)
+            kth = kth.numpy().astype(np.float64)
+            thresholds = kth - first.score_bound() - 0.5 * (high - low)
+        else:
+            # |q - e|^2 = |q|^2 + |e|^2 - 2 q.e beats the k-th nearest's d^2
+            # only if q.e > |q|^2/2 + |e|^2/2 - d^2/2, with |e|^2 >= low.
+            thresholds = half_query_sq + 0.5 * low - 0.5 * best[:, -1]
+        rows = first.passing(block, thresholds)
+        if bfloat16 and rows.size > _REFILTER_FRACTION * len(block):
+            # Too coarse for this database (tight clusters, duplicates): use
+            # float32 here, and for the rest of the search if it persists.
+            rows = filters[False].passing(block, thresholds)
+            refiltered += 1
+            bfloat16 = refiltered < _REFILTER_LIMIT
+        else:
+            refiltered = 0
+        if rows.size == 0:
+            continue
+        candidates = block[rows].astype(np.float64)
+        # Half the squared distances, shape (rows, queries). The product runs
+        # in torch: numpy's BLAS threads would spin and slow torch's down.
+        products = torch.mm(torch.from_numpy(candidates), queries64).numpy()
+        squared = half_query_sq + 0.5 * np.einsum("ij,ij->i", candidates, candidates)[:, None]
+        squared -= products
+        better = squared < 0.5 * best[:, -1]
+        owners, positions = np.nonzero(better.T)  # grouped by query
+        if owners.size == 0:
+            continue
+        counts = np.bincount(owners, minlength=n_queries)
+        if counts.max() > _MAX_SPARSE:
+            # Many rows beat the k-th best (the first block, or a database
+            # sorted by similarity): keep each query's k best of the block.
+            values = np.where(better, -squared, -np.inf).T
+            columns = _block_top_k(values, min(k, len(rows)))
+            owners = np.repeat(np.arange(n_queries), columns.shape[1])
+            positions = columns.ravel()
+            keep = np.isfinite(values[owners, positions])
+            owners, positions = owners[keep], positions[keep]
+            counts = np.bincount(owners, minlength=n_queries)
+        slots = np.arange(owners.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        values = np.full((n_queries, counts.max()), np.inf)
+        values[owners, slots] = 2 * squared[positions, owners]
+        found = np.full(values.shape, n_samples, dtype=np.intp)
+        found[owners, slots] = rows[positions] + start
+        best, best_indices = _merge(best, best_indices, values, found, k)
     distances = _pair_distances(queries, database, best_indices)
     order = np.lexsort((best_indices, distances), axis=1)
     return np.take_along_axis(distances, order, 1), np.take_along_axis(best_indices, order, 1)
 
 
 def _merge(best, best_indices, values, indices, k):
-    """The ``k`` largest of two candidate sets per row, equal values to the lower index."""
+    """The ``k`` smallest of two candidate sets per row, equal values to the lower index."""
     values = np.concatenate([best, values], 1)
     indices = np.concatenate([best_indices, indices], 1)
-    order = np.lexsort((indices, -values), axis=1)[:, :k]
+    order = np.lexsort((indices, values), axis=1)[:, :k]
     return np.take_along_axis(values, order, 1), np.take_along_axis(indices, order, 1)
 
 
@@ -156,7 +291,7 @@ def _pair_distances(queries, database, indices):
     rows = indices.ravel()
     owners = np.repeat(np.arange(n_queries), k)
     out = np.empty(rows.size, dtype=np.float64)
-    step = max(1, _BLOCK_ELEMENTS // max(queries.shape[1], 1))
+    step = _BLOCK_ROWS
     for start in range(0, rows.size, step):
         stop = start + step
         diff = np.asarray(database[rows[start:stop]], dtype=np.float64)
@@ -176,105 +311,106 @@ def _rows(X, start, stop):
 class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     """Retrieve the ECGs of a database that best match attribute combinations.
 
-    The retrieval setting of CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021):
-    the ECGs of a database, typically unlabelled, are embedded once by a
-    fitted :class:`~sklearn_crocs.CROCSClusterer`; a query is the prototype
-    of an attribute combination ("AFIB, female, over 70") or the embedding of
-    an example ECG, and :meth:`kneighbors` returns the database ECGs nearest
-    to it.
+        The retrieval setting of CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021):
+        the ECGs of a database, typically unlabelled, are embedded once by a
+        fitted :class:`~sklearn_crocs.CROCSClusterer`; a query is the prototype
+        of an attribute combination ("AFIB, female, over 70") or the embedding of
+        an example ECG, and :meth:`kneighbors` returns the database ECGs nearest
+        to it.
 
-    Parameters
-    ----------
-    estimator : CROCSClusterer or Pipeline ending in one
-        Gives the embeddings (``transform``) and the prototypes
-        (``get_prototypes``). ``fit(X, y)`` fits a clone of it; ``fit(X)``
-        uses it as it is, so it must be fitted already (plain, or wrapped in
-        :class:`sklearn.frozen.FrozenEstimator`).
-    n_neighbors : int, default=10
-        Number of ECGs retrieved per query by default (the paper's K).
-    query : {"learned", "mean"}, default="learned"
-        Prototypes that attribute combinations are translated into: the
-        learned clinical prototypes (CP CROCS), one for every combination, or
-        the mean training embedding of each combination (TP CROCS), which
-        exists only for combinations with training ECGs.
-    batch_size : int, default=1024
-        ECGs embedded at a time: ``fit`` reads the database in slices of this
-        many rows, so that a :func:`numpy.load` memmap is never loaded whole.
-    verbose : int, default=0
-        ``0`` is silent; ``1`` prints the embedding progress about ten times;
-        ``2`` after every batch.
+        Parameters
+        ----------
+        estimator : CROCSClusterer or Pipeline ending in one
+            Gives the embeddings (``transform``) and the prototypes
+            (``get_prototypes``). ``fit(X, y)`` fits a clone of it; ``fit(X)``
+            uses it as it is, so it must be fitted already (plain, or wrapped in
+            :class:`sklearn.frozen.FrozenEstimator`).
+        n_neighbors : int, default=10
+            Number of ECGs retrieved per query by default (the paper's K).
+        query : {"learned", "mean"}, default="learned"
+            Prototypes that attribute combinations are translated into: the
+            learned clinical prototypes (CP CROCS), one for every combination, or
+            the mean training embedding of each combination (TP CROCS), which
+            exists only for combinations with training ECGs.
+        batch_size : int, default=1024
+            ECGs embedded at a time: ``fit`` reads the database in slices of this
+            many rows, so that a :func:`numpy.load` memmap is never loaded whole.
+        verbose : int, default=0
+            ``0`` is silent; ``1`` prints the embedding progress about ten times;
+            ``2`` after every batch.
 
-    Attributes
-    ----------
-    estimator_ : estimator
-        The estimator used: a fitted clone of ``estimator`` when ``fit`` was
-        given ``y``, else ``estimator`` itself (not a copy).
-    embeddings_ : ndarray of shape (`n_samples_fit_`, embedding_dim), dtype float32
-        Unit-norm embeddings of the indexed database.
-    n_samples_fit_ : int
-        Number of ECGs in the database.
-    prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
-        The query prototypes (learned or mean, see ``query``), unit norm.
-    prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
-        Attribute values of each row of ``prototypes_``.
-    query_attributes_ : pandas.DataFrame of shape (n_prototypes, n_attributes)
-        The same values with the attribute names as columns: row ``i`` names
-        row ``i`` of ``kneighbors()``.
-    attribute_names_ : list of str
-        Names of the attributes.
-    n_features_in_ : int
-        Number of values per ECG seen by the estimator in fit.
+        Attributes
+        ----------
+        estimator_ : estimator
+            The estimator used: a fitted clone of ``estimator`` when ``fit`` was
+            given ``y``, else ``estimator`` itself (not a copy).
+        embeddings_ : ndarray of shape (`n_samples_fit_`, embedding_dim), dtype float32
+            Unit-norm embeddings of the indexed database.
+        n_samples_fit_ : int
+            Number of ECGs in the database.
+        prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
+            The query prototypes (learned or mean, see ``query``), unit norm.
+        prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
+            Attribute values of each row of ``prototypes_``.
+        query_attributes_ : pandas.DataFrame of shape (n_prototypes, n_attributes)
+            The same values with the attribute names as columns: row ``i`` names
+            row ``i`` of ``kneighbors()``.
+        attribute_names_ : list of str
+            Names of the attributes.
+        n_features_in_ : int
+            Number of values per ECG seen by the estimator in fit.
 
-    See Also
-    --------
-    CROCSClusterer.get_prototypes : The learned and mean prototypes.
-    sklearn.neighbors.NearestNeighbors : General nearest-neighbour search.
-    sklearn_crocs.metrics.precision_at_k : Precision of the retrieved ECGs.
+        See Also
+        --------
+        CROCSClusterer.get_prototypes : The learned and mean prototypes.
+        sklearn.neighbors.NearestNeighbors : General nearest-neighbour search.
+        sklearn_crocs.metrics.precision_at_k : Precision of the retrieved ECGs.
 
-    Notes
-    -----
-    The search is exact: cosine similarities between the queries and the
-    database embeddings are computed with one float32 matrix product per
-    block of the database, and each block's best ``n_neighbors`` are merged
-    with the best so far, so memory stays bounded however large the
-    database. All vectors have unit norm, so ranking by cosine similarity is
-    ranking by Euclidean distance, ``sqrt(2 - 2 cos)``. The distances
-    returned are computed directly, in float64, for the neighbours found.
-    Equal distances are ordered by increasing database index (equal
-    similarities likewise when choosing the ``n_neighbors``), so results
-    are deterministic. Rows whose similarities differ only by float32
-    rounding (about 1e-7) may rank either way.
+        Notes
+        -----
+        The search is exact: cosine similarities between the queries and the
+        database embeddings are computed with one float32 matrix product per
+        block of the database, and each block's best ``n_neighbors`` are merged
+        with the best so far, so memory stays bounded however large the
+        database. All vectors have unit norm, so ranking by cosine similarity is
+        ranking by Euclidean distance, ``sqrt(2 - 2 cos)``. The distances
+        returned are computed directly, in float64, for the neighbours found.
+        Equal distances are ordered by increasing database index (equal
+        similarities likewise when choosing the ``n_neighbors``), so results
+        are deterministic. Rows whose similarities differ only by float32
+        rounding (about 1e-7) may rank either way.
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import pandas as pd
-    >>> from sklearn.frozen import FrozenEstimator
-    >>> from sklearn_crocs import CROCSClusterer, PrototypeRetriever
-    >>> rng = np.random.RandomState(0)
-    >>> y = pd.DataFrame({"rhythm": rng.choice(["AFIB", "SR"], 60),
-    ...                   "sex": rng.choice(["F", "M"], 60)})
-    >>> freq = np.where(y["rhythm"] == "SR", 1.0, 2.5)[:, None]
-    >>> X = np.sin(freq * np.linspace(0, 20, 500)) + 0.3 * rng.randn(60, 500)
-    >>> model = CROCSClusterer(embedding_dim=8, max_epochs=3, lr=1e-3,
-    ...                        validation_fraction=None, random_state=0).fit(X, y)
-    >>> database = rng.randn(30, 500)  # unlabelled ECGs
-    >>> retriever = PrototypeRetriever(FrozenEstimator(model), n_neighbors=3).fit(database)
-    >>> distances, indices = retriever.kneighbors()  # one row per prototype
-    >>> indices.shape
-    (4, 3)
-    >>> retriever.query_attributes_
-      rhythm sex
-    0   AFIB   F
-    1   AFIB   M
-    2     SR   F
-    3     SR   M
-    >>> retriever.kneighbors([("SR", "F"), ("AFIB", "M")], return_distance=False).shape
-    (2, 3)
-    >>> retriever.kneighbors({"rhythm": "SR", "sex": "M"}, n_neighbors=5)[1].shape
-    (1, 5)
-    >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
-    array([0, 1])
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import pandas as pd
+    import torch
+        >>> from sklearn.frozen import FrozenEstimator
+        >>> from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+        >>> rng = np.random.RandomState(0)
+        >>> y = pd.DataFrame({"rhythm": rng.choice(["AFIB", "SR"], 60),
+        ...                   "sex": rng.choice(["F", "M"], 60)})
+        >>> freq = np.where(y["rhythm"] == "SR", 1.0, 2.5)[:, None]
+        >>> X = np.sin(freq * np.linspace(0, 20, 500)) + 0.3 * rng.randn(60, 500)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=3, lr=1e-3,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> database = rng.randn(30, 500)  # unlabelled ECGs
+        >>> retriever = PrototypeRetriever(FrozenEstimator(model), n_neighbors=3).fit(database)
+        >>> distances, indices = retriever.kneighbors()  # one row per prototype
+        >>> indices.shape
+        (4, 3)
+        >>> retriever.query_attributes_
+          rhythm sex
+        0   AFIB   F
+        1   AFIB   M
+        2     SR   F
+        3     SR   M
+        >>> retriever.kneighbors([("SR", "F"), ("AFIB", "M")], return_distance=False).shape
+        (2, 3)
+        >>> retriever.kneighbors({"rhythm": "SR", "sex": "M"}, n_neighbors=5)[1].shape
+        (1, 5)
+        >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
+        array([0, 1])
     """
 
     _parameter_constraints: dict = {
@@ -338,6 +474,17 @@ default=None
         self.estimator_ = estimator
         self.embeddings_ = self._embed(X, name="X")
         self.n_samples_fit_ = len(self.embeddings_)
+        # Exact search needs the range of the squared norms: 1 up to rounding,
+        # or 0 for an encoder output of zeros, which cannot be normalised.
+        sq_norms = np.concatenate(
+            [
+                np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64)
+                for chunk in np.array_split(
+                    self.embeddings_, max(1, len(self.embeddings_) // 65536)
+                )
+            ]
+        )
+        self._sq_norm_range = (sq_norms.min(), sq_norms.max())
         self.prototypes_, self.prototype_attributes_ = crocs.get_prototypes(self.query)
         self.attribute_names_ = list(crocs.attribute_names_)
         self.query_attributes_ = pd.DataFrame(
@@ -504,7 +651,9 @@ default=None
                 f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {n_neighbors}, "
                 f"n_samples_fit = {self.n_samples_fit_}, n_samples = {len(vectors)}"
             )
-        distances, indices = _top_k(vectors, self.embeddings_, n_neighbors)
+        distances, indices = _top_k(
+            vectors, self.embeddings_, n_neighbors, sq_norm_range=self._sq_norm_range
+        )
         if return_distance:
             return distances, indices
         return indices

@@ -1,5 +1,7 @@
 """PrototypeRetriever: every query kind against brute force, exact top-k with ties, bad input."""
 
+import warnings
+
 import joblib
 import numpy as np
 import pandas as pd
@@ -16,7 +18,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_crocs import CROCSClusterer, PrototypeRetriever
-from sklearn_crocs._retrieval import _block_top_k, _top_k
+from sklearn_crocs._retrieval import _block_top_k, _BlockFilter, _top_k
 
 FAST = {"embedding_dim": 16, "max_epochs": 3, "lr": 3e-3, "batch_size": 32}
 
@@ -209,15 +211,18 @@ def _exact_vectors():
     return queries, database
 
 
+@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("max_sparse", [0, 512], ids=["partition", "threshold"])
 @pytest.mark.parametrize("k", [1, 3, 10, 57])
 @pytest.mark.parametrize("block_size", [1, 4, 13, 57, None])
-def test_top_k_with_ties_is_exact_and_block_independent(k, block_size, max_sparse, monkeypatch):
-    # Both ways of taking a block's candidates: a partition of the whole block,
-    # or only the values above the k-th best so far.
+def test_top_k_with_ties_is_exact_and_block_independent(
+    k, block_size, max_sparse, bfloat16, monkeypatch
+):
+    # Both ways of merging a block's candidates: a partition per query, or
+    # all the rows that beat the k-th best so far; both filter precisions.
     monkeypatch.setattr("sklearn_crocs._retrieval._MAX_SPARSE", max_sparse)
     queries, database = _exact_vectors()
-    result = _top_k(queries, database, k, block_size=block_size)
+    result = _top_k(queries, database, k, block_size=block_size, bfloat16=bfloat16)
     reference = _brute_force(queries, database, k)
     np.testing.assert_array_equal(result[1], reference[1])  # ties -> lower index
     np.testing.assert_array_equal(result[0], reference[0])
@@ -230,17 +235,20 @@ def test_top_k_with_ties_is_exact_and_block_independent(k, block_size, max_spars
         assert set(row[complete]) == set(sk_row[complete])
 
 
+@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("max_sparse", [0, 512], ids=["partition", "threshold"])
 @pytest.mark.parametrize("block_size", [1, 7, 100, 4096])
-def test_top_k_random_chunked_equals_unchunked_equals_sklearn(block_size, max_sparse, monkeypatch):
+def test_top_k_random_chunked_equals_unchunked_equals_sklearn(
+    block_size, max_sparse, bfloat16, monkeypatch
+):
     monkeypatch.setattr("sklearn_crocs._retrieval._MAX_SPARSE", max_sparse)
     rng = np.random.RandomState(1)
     database = rng.randn(500, 16).astype(np.float32)
     database /= np.linalg.norm(database, axis=1, keepdims=True)
     queries = rng.randn(9, 16).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    chunked = _top_k(queries, database, 10, block_size=block_size)
-    unchunked = _top_k(queries, database, 10, block_size=len(database))
+    chunked = _top_k(queries, database, 10, block_size=block_size, bfloat16=bfloat16)
+    unchunked = _top_k(queries, database, 10, block_size=len(database), bfloat16=not bfloat16)
     np.testing.assert_array_equal(chunked[1], unchunked[1])
     np.testing.assert_allclose(chunked[0], unchunked[0], rtol=1e-12)
     _assert_same_neighbors(chunked, _brute_force(queries, database, 10))
@@ -249,8 +257,9 @@ def test_top_k_random_chunked_equals_unchunked_equals_sklearn(block_size, max_sp
     np.testing.assert_allclose(chunked[0], sk_distances, atol=1e-6)
 
 
+@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("ordered", [False, True], ids=["random", "improving"])
-def test_top_k_default_blocks_on_a_larger_database(ordered):
+def test_top_k_default_blocks_on_a_larger_database(ordered, bfloat16):
     rng = np.random.RandomState(3)
     database = rng.randn(20_000, 8).astype(np.float32)
     database /= np.linalg.norm(database, axis=1, keepdims=True)
@@ -258,28 +267,133 @@ def test_top_k_default_blocks_on_a_larger_database(ordered):
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     if ordered:  # every block beats the previous ones: no cheap threshold
         database = database[np.argsort(database @ queries[0])]
-    result = _top_k(queries, database, 10)
+    result = _top_k(queries, database, 10, bfloat16=bfloat16)
     np.testing.assert_array_equal(result[1], _top_k(queries, database, 10, block_size=20_000)[1])
     _assert_same_neighbors(result, _brute_force(queries, database, 10))
 
 
-def test_top_k_reads_a_memmap_block_by_block(tmp_path):
+@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
+def test_top_k_reads_a_memmap_block_by_block(tmp_path, bfloat16):
     rng = np.random.RandomState(2)
     database = rng.randn(300, 8).astype(np.float32)
     database /= np.linalg.norm(database, axis=1, keepdims=True)
     np.save(tmp_path / "emb.npy", database)
     memmap = np.load(tmp_path / "emb.npy", mmap_mode="r")
     queries = database[[5, 17, 250]]
-    distances, indices = _top_k(queries, memmap, 4, block_size=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. torch's warning on read-only arrays
+        distances, indices = _top_k(queries, memmap, 4, block_size=64, bfloat16=bfloat16)
     np.testing.assert_array_equal(indices[:, 0], [5, 17, 250])
     np.testing.assert_array_equal(distances[:, 0], 0.0)  # exact, not sqrt(2 - 2 cos)
     _assert_same_neighbors((distances, indices), _brute_force(queries, database, 4))
+
+
+def _unit_rows(rng, n, d, dtype=np.float32):
+    x = rng.standard_normal((n, d)).astype(dtype)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
+def test_block_filter_scores_stay_within_the_proven_bound(bfloat16):
+    rng = np.random.default_rng(0)
+    queries, block = _unit_rows(rng, 7, 128), _unit_rows(rng, 3000, 128)
+    block[:7] = queries  # similarities of exactly 1, the largest possible error
+    block[7:14] = -queries
+    filt = _BlockFilter(queries, len(block), bfloat16=bfloat16)
+    exact = queries.astype(np.float64) @ block.T.astype(np.float64)
+    error = np.abs(filt.scores(block) - exact)
+    bound = filt.score_bound()[:, None]
+    assert np.all(error <= bound)
+    # The bound is not loose by orders of magnitude: it is what the format allows.
+    assert error.max() > (0.05 if bfloat16 else 1e-4) * bound.max()
+
+
+@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
+def test_block_filter_keeps_every_row_at_or_above_a_threshold(bfloat16):
+    # Thresholds equal to exact similarities of chosen rows: those rows, and
+    # every row above them, must pass for any threshold, however it rounds.
+    rng = np.random.default_rng(1)
+    queries, block = _unit_rows(rng, 9, 128), _unit_rows(rng, 2000, 128)
+    exact = queries.astype(np.float64) @ block.T.astype(np.float64)
+    filt = _BlockFilter(queries, len(block), bfloat16=bfloat16)
+    for column in rng.choice(len(block), 40, replace=False):
+        thresholds = exact[:, column]
+        passing = filt.passing(block, thresholds)
+        must = np.flatnonzero((exact >= thresholds[:, None]).any(axis=0))
+        assert np.isin(must, passing).all()
+        assert column in passing
+        assert np.all(np.diff(passing) > 0)
+    # A threshold above every similarity lets (almost) nothing through, and
+    # -inf (nothing known yet) lets everything through.
+    assert filt.passing(block, np.full(len(queries), 1.5)).size == 0
+    np.testing.assert_array_equal(
+        filt.passing(block, np.full(len(queries), -np.inf)), np.arange(len(block))
+    )
+
+
+@pytest.mark.parametrize("layout", ["duplicates", "tight clusters"])
+def test_top_k_switches_to_float32_filtering_where_bfloat16_is_too_coarse(layout, monkeypatch):
+    # Rows closer together than bfloat16 can tell apart: the bfloat16 filter
+    # keeps whole blocks, so they are filtered again in float32 and, once
+    # that persists, the search goes on in float32. The result stays exact.
+    rng = np.random.default_rng(2)
+    centres = _unit_rows(rng, 4, 32)
+    labels = rng.integers(0, 4, 6000)
+    if layout == "duplicates":
+        database = centres[labels]
+    else:
+        database = centres[labels] + 1e-3 * rng.standard_normal((6000, 32)).astype(np.float32)
+        database /= np.linalg.norm(database, axis=1, keepdims=True)
+    queries = np.vstack([centres, _unit_rows(rng, 3, 32)])
+    calls = []
+    original = _BlockFilter.passing
+
+    def passing(self, block, thresholds):
+        calls.append(self.bfloat16)
+        return original(self, block, thresholds)
+
+    monkeypatch.setattr(_BlockFilter, "passing", passing)
+    result = _top_k(queries, database, 10, block_size=500, bfloat16=True)
+    _assert_same_neighbors(result, _brute_force(queries, database, 10))
+    assert calls[:2] == [True, False]  # the first block, filtered twice
+    assert calls[-2:] == [False, False]  # float32 only, at the end
+    assert calls.count(True) == 3  # _REFILTER_LIMIT blocks in a row
+
+
+@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
+def test_top_k_is_exact_for_rows_that_are_not_unit_vectors(bfloat16):
+    # An encoder may output zeros, which stay zero when normalised: with the
+    # database's squared-norm range the search stays exact.
+    rng = np.random.default_rng(4)
+    database = _unit_rows(rng, 3000, 64)
+    database[::7] = 0.0  # at distance 1 of every query, nearer than most rows
+    database[3::11] *= 0.5
+    queries = _unit_rows(rng, 6, 64)
+    sq_norms = np.einsum("ij,ij->i", database, database, dtype=np.float64)
+    result = _top_k(
+        queries,
+        database,
+        25,
+        block_size=256,
+        bfloat16=bfloat16,
+        sq_norm_range=(sq_norms.min(), sq_norms.max()),
+    )
+    reference = _brute_force(queries, database, 25)
+    _assert_same_neighbors(result, reference)
+    assert np.isin(np.flatnonzero(sq_norms == 0), reference[1]).any()  # zeros do come up
 
 
 def test_block_top_k_keeps_lowest_columns_among_ties():
     similarities = np.array([[0.5, 0.9, 0.5, 0.5, 0.1], [0.2, 0.2, 0.2, 0.2, 0.2]], np.float32)
     np.testing.assert_array_equal(_block_top_k(similarities, 2), [[0, 1], [0, 1]])
     np.testing.assert_array_equal(_block_top_k(similarities, 3), [[0, 1, 2], [0, 1, 2]])
+
+
+def test_fit_records_the_squared_norm_range_of_the_database(retriever):
+    low, high = retriever._sq_norm_range
+    sq_norms = np.einsum("ij,ij->i", retriever.embeddings_, retriever.embeddings_, dtype=np.float64)
+    assert (low, high) == (sq_norms.min(), sq_norms.max())
+    assert 1 - 1e-5 < low <= high < 1 + 1e-5
 
 
 def test_duplicated_ecgs_tie_and_come_in_index_order(model, database):
