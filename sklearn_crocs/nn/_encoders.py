@@ -13,7 +13,7 @@ with the same contract.
 
 from torch import nn
 
-from ._layers import ReLUMaxPoolDropout
+from ._layers import ReLUMaxPoolDropout, _Conv1d
 
 __all__ = ["CNNEncoder", "ResNet1dEncoder"]
 
@@ -68,9 +68,10 @@ class CNNEncoder(nn.Module):
     2500-sample single-lead frames).
 
     ``ReLU -> MaxPool1d -> Dropout`` run as one fused step
-    (:class:`ReLUMaxPoolDropout`), which computes the same function with
-    less work in training; :meth:`reference_layers` returns the plain torch
-    layers with the same parameters.
+    (:class:`ReLUMaxPoolDropout`), and the convolutions compute only the
+    gradients needed in training (not the input signal's), both the same
+    function with less work; :meth:`reference_layers` returns the plain
+    torch layers with the same parameters.
 
     Parameters
     ----------
@@ -142,7 +143,7 @@ class CNNEncoder(nn.Module):
         layers = []
         for c_in, c_out in zip((in_channels, *channels[:-1]), channels):
             layers += [
-                nn.Conv1d(c_in, c_out, kernel_size, stride=stride),
+                _Conv1d(c_in, c_out, kernel_size, stride=stride),
                 nn.BatchNorm1d(c_out),
                 ReLUMaxPoolDropout(pool_size, p=dropout),
             ]
@@ -184,7 +185,13 @@ class CNNEncoder(nn.Module):
         layers = []
         stages = self.features
         for conv, bn, pool in zip(stages[0::3], stages[1::3], stages[2::3]):
-            layers += [conv, bn, nn.ReLU(), nn.MaxPool1d(pool.kernel_size), nn.Dropout(pool.p)]
+            layers += [
+                conv.plain(),
+                bn,
+                nn.ReLU(),
+                nn.MaxPool1d(pool.kernel_size),
+                nn.Dropout(pool.p),
+            ]
         return nn.Sequential(*layers, *self.head)
 
 

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sklearn_crocs.nn import CNNEncoder, ReLUMaxPoolDropout
+from sklearn_crocs.nn._layers import _Conv1d
 
 
 @pytest.mark.parametrize("kernel_size", [1, 2, 3])
@@ -91,3 +92,34 @@ def test_cnn_encoder_float32_matches_reference_within_tolerance():
     encoder.eval()
     reference = encoder.reference_layers().eval()
     torch.testing.assert_close(encoder(x), reference(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("input_grad", [False, True])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"in_channels": 1, "out_channels": 4, "kernel_size": 7, "stride": 3},
+        {"in_channels": 4, "out_channels": 6, "kernel_size": 5, "padding": 2, "bias": False},
+        {"in_channels": 4, "out_channels": 8, "kernel_size": 3, "dilation": 2, "groups": 2},
+        {"in_channels": 2, "out_channels": 3, "kernel_size": 3, "padding": "same"},
+    ],
+)
+def test_conv1d_computes_the_gradients_of_nn_conv1d(params, input_grad, dtype):
+    torch.manual_seed(0)
+    conv = _Conv1d(**params).to(dtype)
+    plain = conv.plain()
+    assert type(plain) is nn.Conv1d
+    assert plain.weight is conv.weight and plain.bias is conv.bias
+    assert conv.state_dict().keys() == plain.state_dict().keys()
+    x = torch.randn(5, params["in_channels"], 200, dtype=dtype, requires_grad=input_grad)
+    out = conv(x)
+    torch.testing.assert_close(out, plain(x))
+    upstream = torch.randn_like(out)
+    inputs = [*conv.parameters(), *([x] if input_grad else [])]
+    grads = torch.autograd.grad(out, inputs, upstream)
+    ref_grads = torch.autograd.grad(plain(x), inputs, upstream)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r)
+    with torch.no_grad():
+        torch.testing.assert_close(conv(x), plain(x))
