@@ -145,7 +145,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     print(f"Machine: {machine_summary()}")
-    repeats = 1 if args.quick else 3
+    repeats = 1 if args.quick else 5
     sizes = [5_000, 10_000] if args.quick else [10_000, 20_000, 40_000, 80_000]
     rows, previous = [], None
     for n in sizes:

@@ -122,8 +122,11 @@ class _BlockFilter:
     def passing(self, block, thresholds):
         """Rows (increasing) whose similarity may reach some query's threshold."""
         u, gamma = self.u, self.gamma
-        size = np.abs(thresholds) + 1.0
-        margin = 1.01 * ((2 * u + u**2 + 2 * gamma) * self.scale + (self.u_out + 2 * gamma) * size)
+        # Input rounding and accumulation, then the roundings of the product
+        # (should the bias be added after it) and of the threshold itself.
+        base = (2 * u + u**2 + 2 * gamma) * self.scale
+        size = self.scale + np.abs(thresholds) + base + 1.0
+        margin = 1.01 * (base + (self.u_out + 2 * gamma) * size)
         lowered = np.nan_to_num(thresholds - margin, neginf=-np.finfo(np.float32).max)
         self.bias.view(-1).copy_(torch.from_numpy(-lowered.astype(np.float32)))
         out = self._product(block)
@@ -368,17 +371,17 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
 
         Notes
         -----
-        The search is exact: cosine similarities between the queries and the
-        database embeddings are computed with one float32 matrix product per
-        block of the database, and each block's best ``n_neighbors`` are merged
-        with the best so far, so memory stays bounded however large the
-        database. All vectors have unit norm, so ranking by cosine similarity is
-        ranking by Euclidean distance, ``sqrt(2 - 2 cos)``. The distances
-        returned are computed directly, in float64, for the neighbours found.
-        Equal distances are ordered by increasing database index (equal
-        similarities likewise when choosing the ``n_neighbors``), so results
-        are deterministic. Rows whose similarities differ only by float32
-        rounding (about 1e-7) may rank either way.
+        The search is exact and reads the database block by block, so memory
+        stays bounded however large the database. Each block is first
+        filtered with one bfloat16 matrix product (where the CPU multiplies
+        bfloat16 natively; float32 elsewhere, and for blocks that bfloat16
+        cannot sort out) whose rounding error has a proven bound: only rows
+        that may come nearer to a query than its current ``n_neighbors``-th
+        nearest are kept, and those are compared with the queries in float64.
+        Neighbours are chosen by float64 squared Euclidean distance; the
+        distances returned are computed directly, in float64, for the
+        neighbours found. Equal distances are ordered by increasing database
+        index, so results are deterministic.
 
         Examples
         --------
