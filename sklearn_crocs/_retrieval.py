@@ -387,7 +387,6 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         --------
         >>> import numpy as np
         >>> import pandas as pd
-    import torch
         >>> from sklearn.frozen import FrozenEstimator
         >>> from sklearn_crocs import CROCSClusterer, PrototypeRetriever
         >>> rng = np.random.RandomState(0)
