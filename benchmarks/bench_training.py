@@ -2,9 +2,11 @@
 
 Cases, each measured in its own process on the same random data:
 
-- *plain loop, reference layers*: what one writes from the paper — an
-  ``nn.Sequential`` of the paper's layers, the CROCS loss written out in a few
-  lines, ``DataLoader(TensorDataset(X, y), batch_size, shuffle=True)`` and Adam;
+- *plain loop, reference layers*: what one writes from the paper — the
+  paper's layers as plain torch modules (the encoder's ``reference_layers()``:
+  an ``nn.Sequential`` for the CNN, the ResNet's ``Conv1d``/``BatchNorm1d``
+  modules called in turn), the CROCS loss written out in a few lines,
+  ``DataLoader(TensorDataset(X, y), batch_size, shuffle=True)`` and Adam;
 - *plain loop, same model*: the package's encoder and ``CROCSLoss`` driven by a
   hand-written loop over contiguous batch slices (no estimator, no skorch), to
   isolate what the estimator itself costs;
@@ -74,9 +76,12 @@ def reference_cnn(in_channels, length, embedding_dim):
 def reference_model(config):
     if config["encoder"] == "cnn":
         return reference_cnn(config["leads"], config["length"], config["embedding_dim"])
-    from sklearn_crocs.nn import ResNet1dEncoder  # the ResNet has no faster variant
+    from sklearn_crocs.nn import ResNet1dEncoder
 
-    return ResNet1dEncoder(config["leads"], config["length"], config["embedding_dim"])
+    # The same layers called as plain 1-D torch modules (not the encoder's
+    # faster channels-last 2-D forward).
+    encoder = ResNet1dEncoder(config["leads"], config["length"], config["embedding_dim"])
+    return encoder.reference_layers()
 
 
 class PlainCROCSLoss(nn.Module):

@@ -1,11 +1,13 @@
 """The fast layers compute the same functions as the standard torch layers."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sklearn_crocs.nn import CNNEncoder, ReLUMaxPoolDropout
+from sklearn_crocs.nn import CNNEncoder, ReLUMaxPoolDropout, ResNet1dEncoder
 from sklearn_crocs.nn._layers import _Conv1d
 
 
@@ -123,3 +125,51 @@ def test_conv1d_computes_the_gradients_of_nn_conv1d(params, input_grad, dtype):
         torch.testing.assert_close(g, r)
     with torch.no_grad():
         torch.testing.assert_close(conv(x), plain(x))
+
+
+@pytest.mark.parametrize(
+    ("leads", "length", "params"),
+    [
+        (12, 500, {"channels": (8, 16, 16)}),
+        (1, 301, {"channels": (4, 8), "stem_kernel_size": 15, "kernel_size": 5}),
+        (3, 1, {"channels": (4,)}),
+    ],
+)
+@pytest.mark.parametrize("momentum", [0.1, None], ids=["momentum", "cumulative"])
+def test_resnet_channels_last_forward_equals_its_reference_layers(leads, length, params, momentum):
+    torch.manual_seed(0)
+    encoder = ResNet1dEncoder(leads, length, 16, **params).double()
+    for module in encoder.modules():
+        if isinstance(module, nn.BatchNorm1d):
+            module.momentum = momentum
+    twin = copy.deepcopy(encoder)
+    reference = twin.reference_layers()
+    assert {type(m) for m in reference.modules()} >= {nn.Conv1d, nn.BatchNorm1d, nn.MaxPool1d}
+    x = torch.randn(6, leads, length, dtype=torch.float64)
+    for _ in range(2):  # training mode: batch statistics, running statistics updated
+        out, ref = encoder(x), reference(x)
+        torch.testing.assert_close(out, ref)
+        grads = torch.autograd.grad(out.square().sum(), list(encoder.parameters()))
+        ref_grads = torch.autograd.grad(ref.square().sum(), list(twin.parameters()))
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r)
+    for (name, buffer), ref_buffer in zip(encoder.named_buffers(), twin.buffers()):
+        torch.testing.assert_close(buffer, ref_buffer, msg=name)
+    encoder.eval()
+    reference.eval()
+    torch.testing.assert_close(encoder(x), reference(x))
+    with torch.inference_mode():
+        torch.testing.assert_close(encoder(x), reference(x))
+
+
+def test_resnet_batch_norm_without_running_statistics():
+    torch.manual_seed(0)
+    encoder = ResNet1dEncoder(2, 200, 8, channels=(4, 8)).double()
+    for module in encoder.modules():
+        if isinstance(module, nn.BatchNorm1d):
+            module.track_running_stats = False
+            module.running_mean = module.running_var = module.num_batches_tracked = None
+    x = torch.randn(5, 2, 200, dtype=torch.float64)
+    for mode in (True, False):  # batch statistics in both modes
+        encoder.train(mode)
+        torch.testing.assert_close(encoder(x), encoder.reference_layers()(x))
