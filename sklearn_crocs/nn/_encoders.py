@@ -291,6 +291,11 @@ class ResNet1dEncoder(nn.Module):
     pooling over time and a linear layer to ``embedding_dim``. Halving the
     blocks of ResNet18 roughly halves its parameters, as in the paper.
 
+    :meth:`forward` runs these 1-D layers as 2-D ones on a ``(batch,
+    channels, 1, time)`` view in the channels-last memory layout, which
+    computes the same function faster on CPU; :meth:`reference_layers`
+    returns the plain 1-D modules with the same parameters.
+
     Parameters
     ----------
     in_channels : int
@@ -377,10 +382,9 @@ class ResNet1dEncoder(nn.Module):
         Shares this encoder's modules and parameters. :meth:`forward` runs
         the same layers as 2-D operations on a ``(batch, channels, 1, time)``
         view in the channels-last memory layout, which oneDNN computes
-        faster on CPU (measured: about 1.3x in inference and 1.5x in
-        training for 12-lead 2500-sample frames in batches of 256); the
-        plain form calls the ``Conv1d``, ``BatchNorm1d`` and pooling modules
-        themselves.
+        faster on CPU (``benchmarks/bench_training.py`` compares the two);
+        the plain form calls the ``Conv1d``, ``BatchNorm1d`` and pooling
+        modules themselves.
 
         Returns
         -------
