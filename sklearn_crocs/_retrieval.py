@@ -314,105 +314,105 @@ def _rows(X, start, stop):
 class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     """Retrieve the ECGs of a database that best match attribute combinations.
 
-        The retrieval setting of CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021):
-        the ECGs of a database, typically unlabelled, are embedded once by a
-        fitted :class:`~sklearn_crocs.CROCSClusterer`; a query is the prototype
-        of an attribute combination ("AFIB, female, over 70") or the embedding of
-        an example ECG, and :meth:`kneighbors` returns the database ECGs nearest
-        to it.
+    The retrieval setting of CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021):
+    the ECGs of a database, typically unlabelled, are embedded once by a
+    fitted :class:`~sklearn_crocs.CROCSClusterer`; a query is the prototype
+    of an attribute combination ("AFIB, female, over 70") or the embedding of
+    an example ECG, and :meth:`kneighbors` returns the database ECGs nearest
+    to it.
 
-        Parameters
-        ----------
-        estimator : CROCSClusterer or Pipeline ending in one
-            Gives the embeddings (``transform``) and the prototypes
-            (``get_prototypes``). ``fit(X, y)`` fits a clone of it; ``fit(X)``
-            uses it as it is, so it must be fitted already (plain, or wrapped in
-            :class:`sklearn.frozen.FrozenEstimator`).
-        n_neighbors : int, default=10
-            Number of ECGs retrieved per query by default (the paper's K).
-        query : {"learned", "mean"}, default="learned"
-            Prototypes that attribute combinations are translated into: the
-            learned clinical prototypes (CP CROCS), one for every combination, or
-            the mean training embedding of each combination (TP CROCS), which
-            exists only for combinations with training ECGs.
-        batch_size : int, default=1024
-            ECGs embedded at a time: ``fit`` reads the database in slices of this
-            many rows, so that a :func:`numpy.load` memmap is never loaded whole.
-        verbose : int, default=0
-            ``0`` is silent; ``1`` prints the embedding progress about ten times;
-            ``2`` after every batch.
+    Parameters
+    ----------
+    estimator : CROCSClusterer or Pipeline ending in one
+        Gives the embeddings (``transform``) and the prototypes
+        (``get_prototypes``). ``fit(X, y)`` fits a clone of it; ``fit(X)``
+        uses it as it is, so it must be fitted already (plain, or wrapped in
+        :class:`sklearn.frozen.FrozenEstimator`).
+    n_neighbors : int, default=10
+        Number of ECGs retrieved per query by default (the paper's K).
+    query : {"learned", "mean"}, default="learned"
+        Prototypes that attribute combinations are translated into: the
+        learned clinical prototypes (CP CROCS), one for every combination, or
+        the mean training embedding of each combination (TP CROCS), which
+        exists only for combinations with training ECGs.
+    batch_size : int, default=1024
+        ECGs embedded at a time: ``fit`` reads the database in slices of this
+        many rows, so that a :func:`numpy.load` memmap is never loaded whole.
+    verbose : int, default=0
+        ``0`` is silent; ``1`` prints the embedding progress about ten times;
+        ``2`` after every batch.
 
-        Attributes
-        ----------
-        estimator_ : estimator
-            The estimator used: a fitted clone of ``estimator`` when ``fit`` was
-            given ``y``, else ``estimator`` itself (not a copy).
-        embeddings_ : ndarray of shape (`n_samples_fit_`, embedding_dim), dtype float32
-            Unit-norm embeddings of the indexed database.
-        n_samples_fit_ : int
-            Number of ECGs in the database.
-        prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
-            The query prototypes (learned or mean, see ``query``), unit norm.
-        prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
-            Attribute values of each row of ``prototypes_``.
-        query_attributes_ : pandas.DataFrame of shape (n_prototypes, n_attributes)
-            The same values with the attribute names as columns: row ``i`` names
-            row ``i`` of ``kneighbors()``.
-        attribute_names_ : list of str
-            Names of the attributes.
-        n_features_in_ : int
-            Number of values per ECG seen by the estimator in fit.
+    Attributes
+    ----------
+    estimator_ : estimator
+        The estimator used: a fitted clone of ``estimator`` when ``fit`` was
+        given ``y``, else ``estimator`` itself (not a copy).
+    embeddings_ : ndarray of shape (`n_samples_fit_`, embedding_dim), dtype float32
+        Unit-norm embeddings of the indexed database.
+    n_samples_fit_ : int
+        Number of ECGs in the database.
+    prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
+        The query prototypes (learned or mean, see ``query``), unit norm.
+    prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
+        Attribute values of each row of ``prototypes_``.
+    query_attributes_ : pandas.DataFrame of shape (n_prototypes, n_attributes)
+        The same values with the attribute names as columns: row ``i`` names
+        row ``i`` of ``kneighbors()``.
+    attribute_names_ : list of str
+        Names of the attributes.
+    n_features_in_ : int
+        Number of values per ECG seen by the estimator in fit.
 
-        See Also
-        --------
-        CROCSClusterer.get_prototypes : The learned and mean prototypes.
-        sklearn.neighbors.NearestNeighbors : General nearest-neighbour search.
-        sklearn_crocs.metrics.precision_at_k : Precision of the retrieved ECGs.
+    See Also
+    --------
+    CROCSClusterer.get_prototypes : The learned and mean prototypes.
+    sklearn.neighbors.NearestNeighbors : General nearest-neighbour search.
+    sklearn_crocs.metrics.precision_at_k : Precision of the retrieved ECGs.
 
-        Notes
-        -----
-        The search is exact and reads the database block by block, so memory
-        stays bounded however large the database. Each block is first
-        filtered with one bfloat16 matrix product (where the CPU multiplies
-        bfloat16 natively; float32 elsewhere, and for blocks that bfloat16
-        cannot sort out) whose rounding error has a proven bound: only rows
-        that may come nearer to a query than its current ``n_neighbors``-th
-        nearest are kept, and those are compared with the queries in float64.
-        Neighbours are chosen by float64 squared Euclidean distance; the
-        distances returned are computed directly, in float64, for the
-        neighbours found. Equal distances are ordered by increasing database
-        index, so results are deterministic.
+    Notes
+    -----
+    The search is exact and reads the database block by block, so memory
+    stays bounded however large the database. Each block is first
+    filtered with one bfloat16 matrix product (where the CPU multiplies
+    bfloat16 natively; float32 elsewhere, and for blocks that bfloat16
+    cannot sort out) whose rounding error has a proven bound: only rows
+    that may come nearer to a query than its current ``n_neighbors``-th
+    nearest are kept, and those are compared with the queries in float64.
+    Neighbours are chosen by float64 squared Euclidean distance; the
+    distances returned are computed directly, in float64, for the
+    neighbours found. Equal distances are ordered by increasing database
+    index, so results are deterministic.
 
-        Examples
-        --------
-        >>> import numpy as np
-        >>> import pandas as pd
-        >>> from sklearn.frozen import FrozenEstimator
-        >>> from sklearn_crocs import CROCSClusterer, PrototypeRetriever
-        >>> rng = np.random.RandomState(0)
-        >>> y = pd.DataFrame({"rhythm": rng.choice(["AFIB", "SR"], 60),
-        ...                   "sex": rng.choice(["F", "M"], 60)})
-        >>> freq = np.where(y["rhythm"] == "SR", 1.0, 2.5)[:, None]
-        >>> X = np.sin(freq * np.linspace(0, 20, 500)) + 0.3 * rng.randn(60, 500)
-        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=3, lr=1e-3,
-        ...                        validation_fraction=None, random_state=0).fit(X, y)
-        >>> database = rng.randn(30, 500)  # unlabelled ECGs
-        >>> retriever = PrototypeRetriever(FrozenEstimator(model), n_neighbors=3).fit(database)
-        >>> distances, indices = retriever.kneighbors()  # one row per prototype
-        >>> indices.shape
-        (4, 3)
-        >>> retriever.query_attributes_
-          rhythm sex
-        0   AFIB   F
-        1   AFIB   M
-        2     SR   F
-        3     SR   M
-        >>> retriever.kneighbors([("SR", "F"), ("AFIB", "M")], return_distance=False).shape
-        (2, 3)
-        >>> retriever.kneighbors({"rhythm": "SR", "sex": "M"}, n_neighbors=5)[1].shape
-        (1, 5)
-        >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
-        array([0, 1])
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> from sklearn.frozen import FrozenEstimator
+    >>> from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+    >>> rng = np.random.RandomState(0)
+    >>> y = pd.DataFrame({"rhythm": rng.choice(["AFIB", "SR"], 60),
+    ...                   "sex": rng.choice(["F", "M"], 60)})
+    >>> freq = np.where(y["rhythm"] == "SR", 1.0, 2.5)[:, None]
+    >>> X = np.sin(freq * np.linspace(0, 20, 500)) + 0.3 * rng.randn(60, 500)
+    >>> model = CROCSClusterer(embedding_dim=8, max_epochs=3, lr=1e-3,
+    ...                        validation_fraction=None, random_state=0).fit(X, y)
+    >>> database = rng.randn(30, 500)  # unlabelled ECGs
+    >>> retriever = PrototypeRetriever(FrozenEstimator(model), n_neighbors=3).fit(database)
+    >>> distances, indices = retriever.kneighbors()  # one row per prototype
+    >>> indices.shape
+    (4, 3)
+    >>> retriever.query_attributes_
+      rhythm sex
+    0   AFIB   F
+    1   AFIB   M
+    2     SR   F
+    3     SR   M
+    >>> retriever.kneighbors([("SR", "F"), ("AFIB", "M")], return_distance=False).shape
+    (2, 3)
+    >>> retriever.kneighbors({"rhythm": "SR", "sex": "M"}, n_neighbors=5)[1].shape
+    (1, 5)
+    >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
+    array([0, 1])
     """
 
     _parameter_constraints: dict = {
