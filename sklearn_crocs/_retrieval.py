@@ -22,10 +22,13 @@ __all__ = ["PrototypeRetriever"]
 # Database rows per block of a search: the block's scores (queries x rows)
 # and its low-precision copy stay small, so that the memory of a search does
 # not grow with the database.
-_BLOCK_ROWS = 8192
-# Within a block, candidate (row, query) pairs beyond this many per query are
-# first reduced to each query's k best by a partition.
+_BLOCK_ROWS = 16384
+# Among the rows compared exactly at once, (row, query) pairs beyond this many
+# per query are first reduced to each query's k best by a partition.
 _MAX_SPARSE = 512
+# Rows kept by the filter are compared exactly once this many have gathered
+# (or after 8 blocks, or at the end).
+_FLUSH_ROWS = 4096
 # Unless told otherwise, the rows of the database are unit vectors up to
 # float32 rounding: their squared norms lie within this much of 1 (float32
 # normalisation of a 128-value vector errs by about 1e-7, at most about 1e-5).
@@ -222,6 +225,7 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
     best = np.full((n_queries, k), np.inf)
     best_indices = np.full((n_queries, k), n_samples, dtype=np.intp)
     refiltered = 0
+    pending, n_pending = [], 0  # rows kept by the filter, waiting for the exact stage
     for start in range(0, n_samples, block_size):
         block = np.asarray(database[start : start + block_size], dtype=np.float32)
         first = filters[bfloat16]
@@ -246,38 +250,61 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
             bfloat16 = refiltered < _REFILTER_LIMIT
         else:
             refiltered = 0
-        if rows.size == 0:
-            continue
-        candidates = block[rows].astype(np.float64)
-        # Half the squared distances, shape (rows, queries). The product runs
-        # in torch: numpy's BLAS threads would spin and slow torch's down.
-        products = torch.mm(torch.from_numpy(candidates), queries64).numpy()
-        squared = half_query_sq + 0.5 * np.einsum("ij,ij->i", candidates, candidates)[:, None]
-        squared -= products
-        better = squared < 0.5 * best[:, -1]
-        owners, positions = np.nonzero(better.T)  # grouped by query
-        if owners.size == 0:
-            continue
-        counts = np.bincount(owners, minlength=n_queries)
-        if counts.max() > _MAX_SPARSE:
-            # Many rows beat the k-th best (the first block, or a database
-            # sorted by similarity): keep each query's k best of the block.
-            values = np.where(better, -squared, -np.inf).T
-            columns = _block_top_k(values, min(k, len(rows)))
-            owners = np.repeat(np.arange(n_queries), columns.shape[1])
-            positions = columns.ravel()
-            keep = np.isfinite(values[owners, positions])
-            owners, positions = owners[keep], positions[keep]
-            counts = np.bincount(owners, minlength=n_queries)
-        slots = np.arange(owners.size) - np.repeat(np.cumsum(counts) - counts, counts)
-        values = np.full((n_queries, counts.max()), np.inf)
-        values[owners, slots] = 2 * squared[positions, owners]
-        found = np.full(values.shape, n_samples, dtype=np.intp)
-        found[owners, slots] = rows[positions] + start
-        best, best_indices = _merge(best, best_indices, values, found, k)
+        if rows.size:
+            pending.append((rows + start, block[rows]))
+            n_pending += rows.size
+        last = start + block_size >= n_samples
+        if pending and (start == 0 or last or n_pending >= _FLUSH_ROWS or len(pending) >= 8):
+            # The exact stage runs on the rows of several blocks at once: its
+            # cost is mostly per call. Thresholds meanwhile stay those of the
+            # best so far, which are valid, only less tight.
+            indices = np.concatenate([i for i, _ in pending])
+            vectors = np.concatenate([v for _, v in pending])
+            best, best_indices = _merge_exact(
+                best, best_indices, vectors, indices, queries64, half_query_sq, n_samples
+            )
+            pending, n_pending = [], 0
     distances = _pair_distances(queries, database, best_indices)
     order = np.lexsort((best_indices, distances), axis=1)
     return np.take_along_axis(distances, order, 1), np.take_along_axis(best_indices, order, 1)
+
+
+def _merge_exact(best, best_indices, vectors, indices, queries64, half_query_sq, n_samples):
+    """Merge candidate rows into the best so far by their float64 squared distances.
+
+    ``vectors`` (float32, one row per candidate, database rows ``indices`` in
+    increasing order) are compared with every query; rows that beat a query's
+    current ``k``-th nearest enter its list, equal distances going to the
+    lower index.
+    """
+    n_queries, k = best.shape
+    candidates = vectors.astype(np.float64)
+    # Half the squared distances, shape (rows, queries). The product runs in
+    # torch: numpy's BLAS threads would spin and slow torch's down.
+    products = torch.mm(torch.from_numpy(candidates), queries64).numpy()
+    squared = half_query_sq + 0.5 * np.einsum("ij,ij->i", candidates, candidates)[:, None]
+    squared -= products
+    better = squared < 0.5 * best[:, -1]
+    owners, positions = np.nonzero(better.T)  # grouped by query
+    if owners.size == 0:
+        return best, best_indices
+    counts = np.bincount(owners, minlength=n_queries)
+    if counts.max() > _MAX_SPARSE:
+        # Many rows beat the k-th best (the first block, or a database sorted
+        # by similarity): keep each query's k best of them.
+        values = np.where(better, -squared, -np.inf).T
+        columns = _block_top_k(values, min(k, len(indices)))
+        owners = np.repeat(np.arange(n_queries), columns.shape[1])
+        positions = columns.ravel()
+        keep = np.isfinite(values[owners, positions])
+        owners, positions = owners[keep], positions[keep]
+        counts = np.bincount(owners, minlength=n_queries)
+    slots = np.arange(owners.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    values = np.full((n_queries, counts.max()), np.inf)
+    values[owners, slots] = 2 * squared[positions, owners]
+    found = np.full(values.shape, n_samples, dtype=np.intp)
+    found[owners, slots] = indices[positions]
+    return _merge(best, best_indices, values, found, k)
 
 
 def _merge(best, best_indices, values, indices, k):
