@@ -55,6 +55,15 @@ def test_relu_pool_dropout_drops_at_rate_p_and_rescales():
         ReLUMaxPoolDropout(2, p=1.0)
 
 
+def _assert_equal_in_evaluation(encoder, reference, x):
+    """Outputs agree in evaluation mode, with and without inference mode."""
+    encoder.eval()
+    reference.eval()
+    torch.testing.assert_close(encoder(x), reference(x))
+    with torch.inference_mode():
+        torch.testing.assert_close(encoder(x), reference(x))
+
+
 @pytest.mark.parametrize(
     ("leads", "length", "params"),
     [(1, 2500, {}), (12, 2500, {}), (3, 1000, {"kernel_size": 5, "stride": 2, "pool_size": 3})],
@@ -78,11 +87,7 @@ def test_cnn_encoder_equals_its_reference_layers(leads, length, params):
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r)
     # Evaluation mode (running statistics, no dropout).
-    encoder.eval()
-    reference.eval()
-    torch.testing.assert_close(encoder(x), reference(x))
-    with torch.inference_mode():
-        torch.testing.assert_close(encoder(x), reference(x))
+    _assert_equal_in_evaluation(encoder, reference, x)
 
 
 def test_cnn_encoder_float32_matches_reference_within_tolerance():
@@ -155,11 +160,7 @@ def test_resnet_channels_last_forward_equals_its_reference_layers(leads, length,
             torch.testing.assert_close(g, r)
     for (name, buffer), ref_buffer in zip(encoder.named_buffers(), twin.buffers()):
         torch.testing.assert_close(buffer, ref_buffer, msg=name)
-    encoder.eval()
-    reference.eval()
-    torch.testing.assert_close(encoder(x), reference(x))
-    with torch.inference_mode():
-        torch.testing.assert_close(encoder(x), reference(x))
+    _assert_equal_in_evaluation(encoder, reference, x)
 
 
 def test_resnet_batch_norm_without_running_statistics():
