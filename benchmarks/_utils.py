@@ -81,6 +81,32 @@ def run_isolated(module, function, **kwargs):
     return json.loads(line[len("RESULT") :])
 
 
+def run_rounds(module, cases, rounds):
+    """Run ``cases`` (``(function, kwargs)`` pairs) in turn, ``rounds`` times; pool the results.
+
+    Each call runs in a fresh process (:func:`run_isolated`) with
+    ``repeats=1`` and returns ``{"times": {key: [seconds]}, "work": {key:
+    units}, "peak_mb": MB}``. Taking turns, rather than all repeats of one case
+    and then the next, exposes every case to the same drifts in machine
+    speed. Returns, per case, ``{key: summary of work / time}`` for each timed
+    key plus the largest ``peak_mb``.
+    """
+    runs = [[] for _ in cases]
+    for _ in range(rounds):
+        for out, (function, kwargs) in zip(runs, cases):
+            out.append(run_isolated(module, function, repeats=1, **kwargs))
+    pooled = []
+    for results in runs:
+        keys = results[0]["times"]
+        stats = {
+            key: summary(sum((r["times"][key] for r in results), []), results[0]["work"][key])
+            for key in keys
+        }
+        stats["peak_mb"] = max(r["peak_mb"] for r in results)
+        pooled.append(stats)
+    return pooled
+
+
 def fmt_rate(stats, unit=""):
     """``median [q1-q3]`` for a summary dict."""
     return f"{stats['median']:,.0f} [{stats['q1']:,.0f}-{stats['q3']:,.0f}]{unit}"

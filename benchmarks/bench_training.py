@@ -14,7 +14,10 @@ Cases, each measured in its own process on the same random data:
 
 Embedding compares ``transform`` with the reference layers' forward pass in
 ``torch.no_grad`` over a DataLoader. Throughput is frames per second (median and
-inter-quartile range over repeats); memory is the process's peak RSS.
+inter-quartile range over repeats); memory is the process's peak RSS. The cases
+take turns (one timed call of each per round, each in a fresh process after
+an untimed warm-up), so that a machine whose speed drifts during the run,
+as shared virtual machines do, slows all cases alike.
 
 Run ``python benchmarks/bench_training.py`` (``--quick`` for a smoke run).
 """
@@ -36,8 +39,7 @@ from _utils import (
     repeat,
     reset_peak_rss,
     rss_mb,
-    run_isolated,
-    summary,
+    run_rounds,
 )
 
 COMBINATIONS = np.array(list(itertools.product(range(4), range(2), range(4))))  # M = 32
@@ -153,7 +155,11 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256):
 
     reset_peak_rss()
     times = repeat(run, repeats)
-    return {"rate": summary(times, epochs * n), "peak_mb": rss_mb("VmHWM")}
+    return {
+        "times": {"rate": times.tolist()},
+        "work": {"rate": epochs * n},
+        "peak_mb": rss_mb("VmHWM"),
+    }
 
 
 def train_estimator(config, n, epochs, repeats, batch_size=256):
@@ -179,8 +185,8 @@ def train_estimator(config, n, epochs, repeats, batch_size=256):
     times = repeat(run, repeats)
     epoch_times = epoch_times[epochs:]  # drop the warm-up fit
     return {
-        "rate": summary(times, epochs * n),
-        "epoch_rate": summary(epoch_times, n),
+        "times": {"rate": times.tolist(), "epoch_rate": list(epoch_times)},
+        "work": {"rate": epochs * n, "epoch_rate": n},
         "peak_mb": rss_mb("VmHWM"),
     }
 
@@ -214,7 +220,7 @@ def embed(config, n, repeats, estimator, batch_size=256):
 
     reset_peak_rss()
     times = repeat(run, repeats)
-    return {"rate": summary(times, n), "peak_mb": rss_mb("VmHWM")}
+    return {"times": {"rate": times.tolist()}, "work": {"rate": n}, "peak_mb": rss_mb("VmHWM")}
 
 
 def _row(label, result, baseline, key="rate"):
@@ -230,30 +236,32 @@ def main(argv=None):
     args = parser.parse_args(argv)
     print(f"Machine: {machine_summary()}")
     sizes = {
-        "cnn": {"n": 2048 if args.quick else 10240, "epochs": 1 if args.quick else 4},
+        "cnn": {"n": 2048 if args.quick else 10240, "epochs": 1 if args.quick else 4, "rounds": 5},
         # The ResNet runs at tens of frames/s on 2 cores: fewer frames, more
         # epochs, so that the one embedding pass that ends every fit (for the
         # mean prototypes and labels_) weighs as in a real fit of many epochs.
-        "resnet": {"n": 128 if args.quick else 256, "epochs": 1 if args.quick else 8},
+        "resnet": {"n": 128 if args.quick else 256, "epochs": 1 if args.quick else 8, "rounds": 3},
     }
-    repeats = 1 if args.quick else 3
     for name, config in CONFIGS.items():
         if args.only and name != args.only:
             continue
         n, epochs = sizes[name]["n"], sizes[name]["epochs"]
+        repeats = 1 if args.quick else sizes[name]["rounds"]
         start = time.perf_counter()
-        common = {"config": config, "n": n, "repeats": repeats}
-
-        def measure(function, common=common, **kwargs):
-            return run_isolated("bench_training", function, **common, **kwargs)
-
-        ref = measure("train_plain", epochs=epochs, same_model=False)
-        same = measure("train_plain", epochs=epochs, same_model=True)
-        est = measure("train_estimator", epochs=epochs)
+        common = {"config": config, "n": n}
+        ref, same, est = run_rounds(
+            "bench_training",
+            [
+                ("train_plain", dict(common, epochs=epochs, same_model=False)),
+                ("train_plain", dict(common, epochs=epochs, same_model=True)),
+                ("train_estimator", dict(common, epochs=epochs)),
+            ],
+            repeats,
+        )
         header = ["case", "frames/s median [IQR]", "vs reference", "peak RSS MB"]
         print_table(
             f"Training, {name}: {config['leads']} lead(s) x {config['length']} samples, "
-            f"batch 256, {n} frames x {epochs} epoch(s), {repeats} repeat(s)",
+            f"batch 256, {n} frames x {epochs} epoch(s), {repeats} round(s)",
             header,
             [
                 _row("plain loop, reference layers + DataLoader", ref, ref),
@@ -267,8 +275,11 @@ def main(argv=None):
             f"{est['rate']['median'] / same['rate']['median']:.2f} (whole fit), "
             f"{est['epoch_rate']['median'] / same['rate']['median']:.2f} (training epochs)"
         )
-        ref_fwd = measure("embed", estimator=False)
-        est_fwd = measure("embed", estimator=True)
+        ref_fwd, est_fwd = run_rounds(
+            "bench_training",
+            [("embed", dict(common, estimator=False)), ("embed", dict(common, estimator=True))],
+            repeats,
+        )
         print_table(
             f"Embedding, {name}: {n} frames",
             header,

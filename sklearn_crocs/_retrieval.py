@@ -260,10 +260,17 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
             # best so far, which are valid, only less tight.
             indices = np.concatenate([i for i, _ in pending])
             vectors = np.concatenate([v for _, v in pending])
-            best, best_indices = _merge_exact(
-                best, best_indices, vectors, indices, queries64, half_query_sq, n_samples
-            )
             pending, n_pending = [], 0
+            for chunk in range(0, len(indices), _FLUSH_ROWS):  # bounded float64 copies
+                best, best_indices = _merge_exact(
+                    best,
+                    best_indices,
+                    vectors[chunk : chunk + _FLUSH_ROWS],
+                    indices[chunk : chunk + _FLUSH_ROWS],
+                    queries64,
+                    half_query_sq,
+                    n_samples,
+                )
     distances = _pair_distances(queries, database, best_indices)
     order = np.lexsort((best_indices, distances), axis=1)
     return np.take_along_axis(distances, order, 1), np.take_along_axis(best_indices, order, 1)
