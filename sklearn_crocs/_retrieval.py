@@ -125,10 +125,12 @@ class _BlockFilter:
     def passing(self, block, thresholds):
         """Rows (increasing) whose similarity may reach some query's threshold."""
         u, gamma = self.u, self.gamma
-        # Input rounding and accumulation, then the roundings of the product
-        # (should the bias be added after it) and of the threshold itself.
+        # Input rounding and accumulation; then the rounding of the product,
+        # should the bias be added after it (oneDNN adds it before), and of the
+        # lowered threshold, whose size is at most |threshold| + margin, and
+        # margin < scale + base while |threshold| <= scale (a similarity).
         base = (2 * u + u**2 + 2 * gamma) * self.scale
-        size = self.scale + np.abs(thresholds) + base + 1.0
+        size = self.scale + np.abs(thresholds) + base
         margin = 1.01 * (base + (self.u_out + 2 * gamma) * size)
         lowered = np.nan_to_num(thresholds - margin, neginf=-np.finfo(np.float32).max)
         self.bias.view(-1).copy_(torch.from_numpy(-lowered.astype(np.float32)))
@@ -226,6 +228,7 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
     best_indices = np.full((n_queries, k), n_samples, dtype=np.intp)
     refiltered = 0
     pending, n_pending = [], 0  # rows kept by the filter, waiting for the exact stage
+    flush_blocks = 1
     for start in range(0, n_samples, block_size):
         block = np.asarray(database[start : start + block_size], dtype=np.float32)
         first = filters[bfloat16]
@@ -254,13 +257,14 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
             pending.append((rows + start, block[rows]))
             n_pending += rows.size
         last = start + block_size >= n_samples
-        if pending and (start == 0 or last or n_pending >= _FLUSH_ROWS or len(pending) >= 8):
+        if pending and (last or n_pending >= _FLUSH_ROWS or len(pending) >= flush_blocks):
             # The exact stage runs on the rows of several blocks at once: its
             # cost is mostly per call. Thresholds meanwhile stay those of the
             # best so far, which are valid, only less tight.
             indices = np.concatenate([i for i, _ in pending])
             vectors = np.concatenate([v for _, v in pending])
             pending, n_pending = [], 0
+            flush_blocks = min(2 * flush_blocks, 8)  # tighten the first thresholds sooner
             for chunk in range(0, len(indices), _FLUSH_ROWS):  # bounded float64 copies
                 best, best_indices = _merge_exact(
                     best,
