@@ -103,9 +103,12 @@ class _BlockFilter:
     def _product(self, block):
         """``block . queries + bias`` as (queries, rows) for bfloat16, else (rows, queries)."""
         rows = len(block)
-        with warnings.catch_warnings():  # a read-only memmap block is only read
-            warnings.simplefilter("ignore", UserWarning)
+        if block.flags.writeable:
             block = torch.from_numpy(block)
+        else:
+            with warnings.catch_warnings():  # a read-only memmap block is only read
+                warnings.simplefilter("ignore", UserWarning)
+                block = torch.from_numpy(block)
         if self.bfloat16:
             self.block[:rows].copy_(block)
             return torch.addmm(self.bias, self.queries, self.block[:rows].T, out=self.out[:, :rows])
@@ -117,13 +120,13 @@ class _BlockFilter:
         return 1.01 * (2 * u + u**2 + 2 * gamma + 2 * self.u_out) * self.scale
 
     def scores(self, block):
-        """Approximate similarities, array of shape (n_queries, rows)."""
+        """Approximate similarities, array of shape (n_queries, rows); clears the thresholds."""
         self.bias.zero_()
         out = self._product(block).float().numpy()
         return out if self.bfloat16 else out.T
 
-    def passing(self, block, thresholds):
-        """Rows (increasing) whose similarity may reach some query's threshold."""
+    def set_thresholds(self, thresholds):
+        """Set the threshold of each query (float64 array) for :meth:`passing`."""
         u, gamma = self.u, self.gamma
         # Input rounding and accumulation; then the rounding of the product,
         # should the bias be added after it (oneDNN adds it before), and of the
@@ -134,6 +137,14 @@ class _BlockFilter:
         margin = 1.01 * (base + (self.u_out + 2 * gamma) * size)
         lowered = np.nan_to_num(thresholds - margin, neginf=-np.finfo(np.float32).max)
         self.bias.view(-1).copy_(torch.from_numpy(-lowered.astype(np.float32)))
+
+    def passing(self, block, thresholds=None):
+        """Rows (increasing) whose similarity may reach some query's threshold.
+
+        ``thresholds`` (float64, one per query) replaces those set before.
+        """
+        if thresholds is not None:
+            self.set_thresholds(thresholds)
         out = self._product(block)
         signs = out.view(torch.int16 if self.bfloat16 else torch.int32)
         signs = torch.amax(signs, dim=0 if self.bfloat16 else 1)
@@ -240,15 +251,13 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
             kth = torch.topk(scores, min(k, len(block)), dim=1, sorted=False).values.amin(1)
             kth = kth.numpy().astype(np.float64)
             thresholds = kth - first.score_bound() - 0.5 * (high - low)
-        else:
-            # |q - e|^2 = |q|^2 + |e|^2 - 2 q.e beats the k-th nearest's d^2
-            # only if q.e > |q|^2/2 + |e|^2/2 - d^2/2, with |e|^2 >= low.
-            thresholds = half_query_sq + 0.5 * low - 0.5 * best[:, -1]
-        rows = first.passing(block, thresholds)
+            for precision in filters.values():
+                precision.set_thresholds(thresholds)
+        rows = first.passing(block)
         if bfloat16 and rows.size > _REFILTER_FRACTION * len(block):
             # Too coarse for this database (tight clusters, duplicates): use
             # float32 here, and for the rest of the search if it persists.
-            rows = filters[False].passing(block, thresholds)
+            rows = filters[False].passing(block)
             refiltered += 1
             bfloat16 = refiltered < _REFILTER_LIMIT
         else:
@@ -275,6 +284,11 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
                     half_query_sq,
                     n_samples,
                 )
+            # |q - e|^2 = |q|^2 + |e|^2 - 2 q.e beats the k-th nearest's d^2
+            # only if q.e > |q|^2/2 + |e|^2/2 - d^2/2, with |e|^2 >= low.
+            thresholds = half_query_sq + 0.5 * low - 0.5 * best[:, -1]
+            for precision in filters.values():
+                precision.set_thresholds(thresholds)
     distances = _pair_distances(queries, database, best_indices)
     order = np.lexsort((best_indices, distances), axis=1)
     return np.take_along_axis(distances, order, 1), np.take_along_axis(best_indices, order, 1)

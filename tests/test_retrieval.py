@@ -348,7 +348,7 @@ def test_top_k_switches_to_float32_filtering_where_bfloat16_is_too_coarse(layout
     calls = []
     original = _BlockFilter.passing
 
-    def passing(self, block, thresholds):
+    def passing(self, block, thresholds=None):
         calls.append(self.bfloat16)
         return original(self, block, thresholds)
 
