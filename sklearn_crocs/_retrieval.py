@@ -26,9 +26,11 @@ _BLOCK_ROWS = 16384
 # Among the rows compared exactly at once, (row, query) pairs beyond this many
 # per query are first reduced to each query's k best by a partition.
 _MAX_SPARSE = 512
-# Rows kept by the filter are compared exactly once this many have gathered
-# (or after 8 blocks, or at the end).
+# Rows kept by the filter are compared exactly, at most this many at a time,
+# once this many have gathered or after _FLUSH_BLOCKS blocks (1, 2 and 4
+# blocks at first, so that the first thresholds tighten sooner), and at the end.
 _FLUSH_ROWS = 4096
+_FLUSH_BLOCKS = 8
 # Unless told otherwise, the rows of the database are unit vectors up to
 # float32 rounding: their squared norms lie within this much of 1 (float32
 # normalisation of a 128-value vector errs by about 1e-7, at most about 1e-5).
@@ -185,10 +187,10 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
        any query than its current ``k``-th nearest: usually almost all rows.
        It runs in bfloat16 where the CPU multiplies it natively, else (and
        for blocks where bfloat16 keeps many rows) in float32.
-    2. *Exact*: the remaining rows are compared with the queries in float64;
-       their squared Euclidean distances (from the float64 dot products and
-       norms) are merged with the best so far, equal distances going to the
-       lower index.
+    2. *Exact*: the remaining rows, gathered over a few blocks, are compared
+       with the queries in float64; their squared Euclidean distances (from
+       the float64 dot products and norms) are merged with the best so far,
+       equal distances going to the lower index.
 
     The result is therefore the exact ``k`` nearest rows whatever the
     precision of the filter. The distances of the rows found are finally
@@ -273,7 +275,7 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
             indices = np.concatenate([i for i, _ in pending])
             vectors = np.concatenate([v for _, v in pending])
             pending, n_pending = [], 0
-            flush_blocks = min(2 * flush_blocks, 8)  # tighten the first thresholds sooner
+            flush_blocks = min(2 * flush_blocks, _FLUSH_BLOCKS)
             for chunk in range(0, len(indices), _FLUSH_ROWS):  # bounded float64 copies
                 best, best_indices = _merge_exact(
                     best,
