@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sklearn_crocs.nn import CNNEncoder, ReLUMaxPoolDropout, ResNet1dEncoder
+from sklearn_crocs.nn._encoders import _fold_batch_norm
 from sklearn_crocs.nn._layers import _Conv1d
 
 
@@ -99,6 +100,116 @@ def test_cnn_encoder_float32_matches_reference_within_tolerance():
     encoder.eval()
     reference = encoder.reference_layers().eval()
     torch.testing.assert_close(encoder(x), reference(x), rtol=1e-4, atol=1e-5)
+
+
+def _randomise_batch_norms(module):
+    """Non-trivial running statistics and affine parameters, as after training."""
+    with torch.no_grad():
+        for bn in module.modules():
+            if isinstance(bn, nn.BatchNorm1d):
+                bn.running_mean.normal_()
+                bn.running_var.uniform_(0.2, 3.0)
+                if bn.affine:
+                    bn.weight.normal_()  # negative scales too: the maximum must not move
+                    bn.bias.normal_()
+
+
+@pytest.mark.parametrize(
+    ("leads", "length", "params"),
+    [
+        (1, 2500, {}),
+        (1, 388, {}),  # the minimum length: one output per stage
+        (1, 394, {}),  # whole rows of the polyphase input: neither padding nor cropping
+        (1, 1000, {"kernel_size": 5, "stride": 2, "pool_size": 3}),
+        (1, 700, {"kernel_size": 2, "stride": 1, "pool_size": 1}),
+        (1, 600, {"kernel_size": 3, "stride": 4, "pool_size": 2}),  # gaps between kernels
+        (3, 1000, {}),
+        (12, 2500, {"channels": (8, 8)}),
+    ],
+)
+def test_cnn_inference_path_equals_reference_layers(leads, length, params):
+    torch.manual_seed(0)
+    encoder = CNNEncoder(leads, length, 16, **params).double()
+    _randomise_batch_norms(encoder)
+    encoder.eval()
+    assert encoder._inference_stages() is not None
+    reference = encoder.reference_layers().eval()
+    x = torch.randn(9, leads, length, dtype=torch.float64)
+    with torch.inference_mode():
+        out = encoder(x)
+        torch.testing.assert_close(out, reference(x), rtol=1e-12, atol=1e-12)
+    with torch.no_grad():  # no_grad takes the same path
+        torch.testing.assert_close(encoder(x), out, rtol=0, atol=0)
+    # With autograd on, the modules run as they are; the same function.
+    torch.testing.assert_close(encoder(x), out, rtol=1e-12, atol=1e-12)
+
+
+def test_cnn_inference_path_float32_within_tolerance():
+    torch.manual_seed(0)
+    encoder = CNNEncoder(1, 2500, 128)
+    _randomise_batch_norms(encoder)
+    encoder.eval()
+    reference = encoder.reference_layers().eval()
+    x = torch.randn(64, 1, 2500)
+    with torch.inference_mode():
+        torch.testing.assert_close(encoder(x), reference(x), rtol=1e-5, atol=1e-5)
+
+
+def test_cnn_inference_path_sees_parameter_updates():
+    # Folding happens per call, so parameters changed after a call are used.
+    torch.manual_seed(0)
+    encoder = CNNEncoder(1, 500, 8).eval()
+    x = torch.randn(4, 1, 500)
+    with torch.inference_mode():
+        before = encoder(x)
+    _randomise_batch_norms(encoder)
+    with torch.no_grad():
+        encoder.features[0].weight.mul_(2.0)
+    with torch.inference_mode():
+        after = encoder(x)
+        assert not torch.allclose(before, after)
+        torch.testing.assert_close(after, encoder.reference_layers().eval()(x))
+
+
+@pytest.mark.parametrize(
+    "edit",
+    ["batch_norm_without_running_stats", "other_activation", "conv_subclass"],
+)
+def test_cnn_edited_features_run_through_the_modules(edit):
+    torch.manual_seed(0)
+    encoder = CNNEncoder(1, 500, 8).double()
+    if edit == "batch_norm_without_running_stats":
+        encoder.features[1] = nn.BatchNorm1d(4, track_running_stats=False).double()
+    elif edit == "other_activation":
+        encoder.features[2] = nn.Sequential(nn.Tanh(), nn.MaxPool1d(2))
+    else:  # a subclass may change what the layer computes
+
+        class ScaledConv1d(nn.Conv1d):
+            def forward(self, x):
+                return 2 * super().forward(x)
+
+        conv = ScaledConv1d(1, 4, 7, stride=3).double()
+        conv.load_state_dict(encoder.features[0].state_dict())
+        encoder.features[0] = conv
+    encoder.eval()
+    assert encoder._inference_stages() is None
+    x = torch.randn(5, 1, 500, dtype=torch.float64)
+    with torch.inference_mode():
+        torch.testing.assert_close(encoder(x), encoder.head(encoder.features(x)))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("conv_bias", [True, False])
+def test_fold_batch_norm_equals_conv_then_batch_norm(affine, conv_bias):
+    torch.manual_seed(0)
+    conv = nn.Conv1d(3, 5, 4, stride=2, bias=conv_bias).double()
+    bn = nn.BatchNorm1d(5, affine=affine).double()
+    _randomise_batch_norms(bn)
+    bn.eval()
+    weight, bias = _fold_batch_norm(conv, bn)
+    x = torch.randn(6, 3, 40, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(F.conv1d(x, weight, bias, 2), bn(conv(x)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
