@@ -326,12 +326,29 @@ def _first_stage_polyphase(x, weight, bias, stride, pool_size):
     return F.relu_(h.add_(bias[:, None]))
 
 
-def _conv_nhwc(x, conv):
-    """``conv`` (an ``nn.Conv1d``) applied to ``x`` of shape (N, C, 1, L) as a 2-D convolution."""
+def _conv_bn_nhwc(x, conv, bn):
+    """``bn(conv(x))`` for ``x`` of shape (N, C, 1, L), channels-last.
+
+    In evaluation mode without autograd the batch norm is folded into the
+    convolution (one pass over the output instead of two).
+    """
+    foldable = bn.running_mean is not None and bn.running_var is not None
+    if not bn.training and foldable and not torch.is_grad_enabled():
+        return _conv_nhwc(x, conv, *_fold_batch_norm(conv, bn))
+    return _batch_norm_nhwc(_conv_nhwc(x, conv), bn)
+
+
+def _conv_nhwc(x, conv, weight=None, bias=None):
+    """``conv`` (an ``nn.Conv1d``) applied to ``x`` of shape (N, C, 1, L) as a 2-D convolution.
+
+    ``weight`` and ``bias``, if given, replace the layer's own.
+    """
+    if weight is None:
+        weight, bias = conv.weight, conv.bias
     return F.conv2d(
         x,
-        conv.weight.unsqueeze(2),
-        conv.bias,
+        weight.unsqueeze(2),
+        bias,
         stride=(1, conv.stride[0]),
         padding=(0, conv.padding[0]),
         dilation=(1, conv.dilation[0]),
@@ -391,12 +408,12 @@ class _BasicBlock1d(nn.Module):
 
     def forward_nhwc(self, x):
         """The same block on ``x`` of shape (N, C, 1, L), channels-last."""
-        out = F.relu(_batch_norm_nhwc(_conv_nhwc(x, self.conv1), self.bn1))
-        out = _batch_norm_nhwc(_conv_nhwc(out, self.conv2), self.bn2)
+        out = F.relu(_conv_bn_nhwc(x, self.conv1, self.bn1))
+        out = _conv_bn_nhwc(out, self.conv2, self.bn2)
         if isinstance(self.shortcut, nn.Identity):
             shortcut = x
         else:
-            shortcut = _batch_norm_nhwc(_conv_nhwc(x, self.shortcut[0]), self.shortcut[1])
+            shortcut = _conv_bn_nhwc(x, *self.shortcut)
         return F.relu(out + shortcut)
 
 
@@ -422,8 +439,10 @@ class ResNet1dEncoder(nn.Module):
 
     :meth:`forward` runs these 1-D layers as 2-D ones on a ``(batch,
     channels, 1, time)`` view in the channels-last memory layout, which
-    computes the same function faster on CPU; :meth:`reference_layers`
-    returns the plain 1-D modules with the same parameters.
+    computes the same function faster on CPU, and in evaluation mode
+    without autograd (as in ``transform``) folds each batch norm into the
+    convolution before it; :meth:`reference_layers` returns the plain 1-D
+    modules with the same parameters.
 
     Parameters
     ----------
@@ -499,7 +518,7 @@ class ResNet1dEncoder(nn.Module):
         # channels-last layout, where oneDNN's convolutions are faster.
         h = x.unsqueeze(2).contiguous(memory_format=torch.channels_last)
         conv, bn, _, pool = self.stem
-        h = F.relu(_batch_norm_nhwc(_conv_nhwc(h, conv), bn))
+        h = F.relu(_conv_bn_nhwc(h, conv, bn))
         h = F.max_pool2d(h, (1, pool.kernel_size), (1, pool.stride), (0, pool.padding))
         for block in self.blocks:
             h = block.forward_nhwc(h)
