@@ -31,6 +31,14 @@ def repeat(fn, repeats):
     return np.asarray(times)
 
 
+def matmul_gflops(size=2048, repeats=7):
+    """Median float32 GFLOP/s of a ``size`` x ``size`` matrix product (a practical peak)."""
+    a = torch.randn(size, size)
+    b = torch.randn(size, size)
+    times = repeat(lambda: torch.mm(a, b), repeats)
+    return 2 * size**3 / float(np.median(times)) / 1e9
+
+
 def summary(times, work=None):
     """Median and inter-quartile spread of times, or of ``work / time`` rates."""
     values = np.asarray(times) if work is None else work / np.asarray(times)

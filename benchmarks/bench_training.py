@@ -14,7 +14,10 @@ Cases, each measured in its own process on the same random data:
 
 Embedding compares ``transform`` with the reference layers' forward pass in
 ``torch.no_grad`` over a DataLoader. Throughput is frames per second (median and
-inter-quartile range over repeats); memory is the process's peak RSS. The cases
+inter-quartile range over repeats), also given as GFLOP/s (the model's FLOPs per
+frame, counted by ``torch.utils.flop_counter``) and as a share of a float32
+matrix product's GFLOP/s measured in the same run, the machine's practical
+peak; memory is the process's peak RSS. The cases
 take turns (one timed call of each per round, each in a fresh process after
 an untimed warm-up), so that a machine whose speed drifts during the run,
 as shared virtual machines do, slows all cases alike.
@@ -23,6 +26,7 @@ Run ``python benchmarks/bench_training.py`` (``--quick`` for a smoke run).
 """
 
 import argparse
+import functools
 import itertools
 import time
 
@@ -35,6 +39,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from _utils import (
     fmt_rate,
     machine_summary,
+    matmul_gflops,
     print_table,
     repeat,
     reset_peak_rss,
@@ -223,10 +228,40 @@ def embed(config, n, repeats, estimator, batch_size=256):
     return {"times": {"rate": times.tolist()}, "work": {"rate": n}, "peak_mb": rss_mb("VmHWM")}
 
 
-def _row(label, result, baseline, key="rate"):
+def flops_per_frame(config, training):
+    """FLOPs of one frame through the model (convolutions and matrix products).
+
+    Counted by ``torch.utils.flop_counter`` on the reference layers: the
+    forward pass, or a training step's forward and backward passes with the
+    loss (no gradient for the input signal).
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    batch = 8
+    torch.manual_seed(0)
+    model = reference_model(config).train(training)
+    x = torch.randn(batch, config["leads"], config["length"])
+    with FlopCounterMode(display=False) as counter:
+        if training:
+            criterion = PlainCROCSLoss(config["embedding_dim"])
+            criterion(model(x), torch.randint(0, len(COMBINATIONS), (batch,))).backward()
+        else:
+            with torch.no_grad():
+                model(x)
+    return counter.get_total_flops() / batch
+
+
+def _row(label, result, baseline, key="rate", flops=None, peak=None):
     ratio = result[key]["median"] / baseline["rate"]["median"]
     memory = f"{result['peak_mb']:.0f}" if key == "rate" else ""
-    return [label, fmt_rate(result[key]), f"{ratio:.2f}x", memory]
+    gflops = result[key]["median"] * flops / 1e9
+    return [
+        label,
+        fmt_rate(result[key]),
+        f"{ratio:.2f}x",
+        f"{gflops:.1f} ({100 * gflops / peak:.0f} %)",
+        memory,
+    ]
 
 
 def main(argv=None):
@@ -248,6 +283,8 @@ def main(argv=None):
         n, epochs = sizes[name]["n"], sizes[name]["epochs"]
         repeats = 1 if args.quick else sizes[name]["rounds"]
         start = time.perf_counter()
+        peak = matmul_gflops()
+        train_flops, forward_flops = flops_per_frame(config, True), flops_per_frame(config, False)
         common = {"config": config, "n": n}
         ref, same, est = run_rounds(
             "bench_training",
@@ -258,16 +295,23 @@ def main(argv=None):
             ],
             repeats,
         )
-        header = ["case", "frames/s median [IQR]", "vs reference", "peak RSS MB"]
+        header = [
+            "case",
+            "frames/s median [IQR]",
+            "vs reference",
+            "GFLOP/s (% of matmul)",
+            "peak RSS MB",
+        ]
+        train_row = functools.partial(_row, flops=train_flops, peak=peak)
         print_table(
             f"Training, {name}: {config['leads']} lead(s) x {config['length']} samples, "
             f"batch 256, {n} frames x {epochs} epoch(s), {repeats} round(s)",
             header,
             [
-                _row("plain loop, reference layers + DataLoader", ref, ref),
-                _row("plain loop, same model, sliced batches", same, ref),
-                _row("CROCSClusterer.fit (whole fit)", est, ref),
-                _row("CROCSClusterer.fit (training epochs)", est, ref, key="epoch_rate"),
+                train_row("plain loop, reference layers + DataLoader", ref, ref),
+                train_row("plain loop, same model, sliced batches", same, ref),
+                train_row("CROCSClusterer.fit (whole fit)", est, ref),
+                train_row("CROCSClusterer.fit (training epochs)", est, ref, key="epoch_rate"),
             ],
         )
         print(
@@ -280,13 +324,19 @@ def main(argv=None):
             [("embed", dict(common, estimator=False)), ("embed", dict(common, estimator=True))],
             repeats,
         )
+        forward = {"flops": forward_flops, "peak": peak}
         print_table(
             f"Embedding, {name}: {n} frames",
             header,
             [
-                _row("reference layers, no_grad + DataLoader", ref_fwd, ref_fwd),
-                _row("CROCSClusterer.transform", est_fwd, ref_fwd),
+                _row("reference layers, no_grad + DataLoader", ref_fwd, ref_fwd, **forward),
+                _row("CROCSClusterer.transform", est_fwd, ref_fwd, **forward),
             ],
+        )
+        print(
+            f"Work per frame (torch.utils.flop_counter): {train_flops / 1e6:,.2f} MFLOP per "
+            f"training step, {forward_flops / 1e6:,.2f} MFLOP forward; float32 matmul "
+            f"(2048 x 2048) on this machine now: {peak:.0f} GFLOP/s"
         )
         print(f"({time.perf_counter() - start:.0f} s)")
 
