@@ -316,7 +316,7 @@ def _first_stage_polyphase(x, weight, bias, stride, pool_size):
     signal = F.pad(x.reshape(batch, length), (0, rows * period - length))
     phases = signal.view(batch, rows, period).transpose(1, 2).unsqueeze(2)
     out = F.conv2d(phases, shifted).squeeze(2)  # (batch, pool_size * C, n_out), channels-last
-    h = x.new_empty(batch, channels, n_out)
+    h = out.new_empty(batch, channels, n_out)
     if pool_size == 1:
         h.copy_(out)
     else:
