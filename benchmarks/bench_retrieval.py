@@ -66,6 +66,7 @@ def _problem(n, clustered=False, seed=0):
 def _retriever(database):
     """A fitted PrototypeRetriever whose index holds ``database``."""
     from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+    from sklearn_crocs._retrieval import _squared_norm_range
 
     rng = np.random.default_rng(1)
     X = rng.standard_normal((64, 400)).astype(np.float32)
@@ -76,8 +77,7 @@ def _retriever(database):
     retriever = PrototypeRetriever(model.fit(X, y), n_neighbors=K).fit(X)
     retriever.embeddings_ = database
     retriever.n_samples_fit_ = len(database)
-    sq_norms = np.einsum("ij,ij->i", database, database, dtype=np.float64)
-    retriever._sq_norm_range = (sq_norms.min(), sq_norms.max())  # as fit records it
+    retriever._sq_norm_range = _squared_norm_range(database)  # as fit records it
     return retriever
 
 

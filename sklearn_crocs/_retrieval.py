@@ -296,6 +296,19 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
     return np.take_along_axis(distances, order, 1), np.take_along_axis(best_indices, order, 1)
 
 
+def _squared_norm_range(vectors):
+    """Smallest and largest squared norm of the rows of ``vectors``, in float64.
+
+    Read in blocks of ``_BLOCK_ROWS`` rows, so a memmap is not loaded whole.
+    """
+    low, high = np.inf, -np.inf
+    for start in range(0, len(vectors), _BLOCK_ROWS):
+        block = np.asarray(vectors[start : start + _BLOCK_ROWS])
+        sq_norms = np.einsum("ij,ij->i", block, block, dtype=np.float64)
+        low, high = min(low, sq_norms.min()), max(high, sq_norms.max())
+    return low, high
+
+
 def _merge_exact(best, best_indices, vectors, indices, queries64, half_query_sq, n_samples):
     """Merge candidate rows into the best so far by their float64 squared distances.
 
@@ -532,15 +545,7 @@ default=None
         self.n_samples_fit_ = len(self.embeddings_)
         # Exact search needs the range of the squared norms: 1 up to rounding,
         # or 0 for an encoder output of zeros, which cannot be normalised.
-        sq_norms = np.concatenate(
-            [
-                np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64)
-                for chunk in np.array_split(
-                    self.embeddings_, max(1, len(self.embeddings_) // 65536)
-                )
-            ]
-        )
-        self._sq_norm_range = (sq_norms.min(), sq_norms.max())
+        self._sq_norm_range = _squared_norm_range(self.embeddings_)
         self.prototypes_, self.prototype_attributes_ = crocs.get_prototypes(self.query)
         self.attribute_names_ = list(crocs.attribute_names_)
         self.query_attributes_ = pd.DataFrame(

@@ -17,7 +17,7 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+from sklearn_crocs import CROCSClusterer, PrototypeRetriever, _retrieval
 from sklearn_crocs._retrieval import _block_top_k, _BlockFilter, _top_k
 
 FAST = {"embedding_dim": 16, "max_epochs": 3, "lr": 3e-3, "batch_size": 32}
@@ -387,6 +387,18 @@ def test_block_top_k_keeps_lowest_columns_among_ties():
     similarities = np.array([[0.5, 0.9, 0.5, 0.5, 0.1], [0.2, 0.2, 0.2, 0.2, 0.2]], np.float32)
     np.testing.assert_array_equal(_block_top_k(similarities, 2), [[0, 1], [0, 1]])
     np.testing.assert_array_equal(_block_top_k(similarities, 3), [[0, 1, 2], [0, 1, 2]])
+
+
+def test_squared_norm_range_reads_a_memmap_in_blocks(tmp_path, monkeypatch):
+    monkeypatch.setattr(_retrieval, "_BLOCK_ROWS", 100)
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((1050, 16)).astype(np.float32)
+    vectors[1049] = 0.0  # the smallest, in the last, partial block
+    vectors[3] *= 10.0  # the largest, in the first
+    np.save(tmp_path / "e.npy", vectors)
+    memmap = np.load(tmp_path / "e.npy", mmap_mode="r")
+    sq_norms = np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64)
+    assert _retrieval._squared_norm_range(memmap) == (0.0, sq_norms.max())
 
 
 def test_fit_records_the_squared_norm_range_of_the_database(retriever):

@@ -185,8 +185,7 @@ class CNNEncoder(nn.Module):
                 and conv.padding_mode == "zeros"
                 and isinstance(conv.padding, tuple)
                 and type(bn) is nn.BatchNorm1d
-                and bn.running_mean is not None
-                and bn.running_var is not None
+                and _has_running_stats(bn)
                 and type(pool) is ReLUMaxPoolDropout
             )
             if not standard:
@@ -247,6 +246,11 @@ class CNNEncoder(nn.Module):
                 nn.Dropout(pool.p),
             ]
         return nn.Sequential(*layers, *self.head)
+
+
+def _has_running_stats(bn):
+    """Whether ``bn`` normalises with running statistics in evaluation mode (torch's rule)."""
+    return bn.running_mean is not None and bn.running_var is not None
 
 
 def _fold_batch_norm(conv, bn):
@@ -332,8 +336,7 @@ def _conv_bn_nhwc(x, conv, bn):
     In evaluation mode without autograd the batch norm is folded into the
     convolution (one pass over the output instead of two).
     """
-    foldable = bn.running_mean is not None and bn.running_var is not None
-    if not bn.training and foldable and not torch.is_grad_enabled():
+    if not bn.training and _has_running_stats(bn) and not torch.is_grad_enabled():
         return _conv_nhwc(x, conv, *_fold_batch_norm(conv, bn))
     return _batch_norm_nhwc(_conv_nhwc(x, conv), bn)
 
