@@ -147,7 +147,10 @@ class CROCSNet(NeuralNet):
       ``*_reg``) in the history, so that they can be printed and plotted;
     - :meth:`get_iterator` slices batches from contiguous tensors of an
       :class:`ArrayDataset`, shuffled reproducibly from ``shuffle_seed``;
-    - inference runs under :func:`torch.inference_mode`.
+    - inference runs under :func:`torch.inference_mode`;
+    - modules already in the requested training or evaluation mode are left
+      as they are (skorch sets the mode before every batch, and
+      ``Module.train`` walks every submodule).
 
     Parameters
     ----------
@@ -201,6 +204,14 @@ class CROCSNet(NeuralNet):
         self.history.record_batch(f"{prefix}_nce", nce.item())
         self.history.record_batch(f"{prefix}_reg", reg.item())
         return nce + reg
+
+    def _set_training(self, training=True):
+        for name in self._modules + self._criteria:
+            module = getattr(self, name + "_")
+            if isinstance(module, torch.nn.Module) and any(
+                m.training != training for m in module.modules()
+            ):
+                module.train(training)
 
     def evaluation_step(self, batch, training=False):
         if training:

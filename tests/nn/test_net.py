@@ -126,3 +126,29 @@ def test_keep_best_state_restores_module_and_prototypes():
     assert recorder.best_epoch_ == best_epoch
     torch.testing.assert_close(net.criterion_.prototypes.detach(), recorder.snapshot)
     assert recorder.best_state_ is None  # no second copy kept after training
+
+
+def test_set_training_sets_every_submodule_and_skips_modules_already_in_mode(monkeypatch):
+    net = _net().initialize()
+    calls = []
+    original = torch.nn.Module.train
+
+    def counting_train(module, mode=True):
+        calls.append(type(module).__name__)
+        return original(module, mode)
+
+    monkeypatch.setattr(torch.nn.Module, "train", counting_train)
+    net._set_training(False)
+    assert not any(m.training for m in net.module_.modules())
+    assert not any(m.training for m in net.criterion_.modules())
+    calls.clear()
+    net._set_training(False)  # already in evaluation mode: nothing to do
+    assert calls == []
+    net.module_.features[1].train()  # one submodule out of step with the others
+    calls.clear()
+    net._set_training(False)
+    assert calls[0] == "CNNEncoder"
+    assert not any(m.training for m in net.module_.modules())
+    net._set_training(True)
+    assert all(m.training for m in net.module_.modules())
+    assert all(m.training for m in net.criterion_.modules())
