@@ -70,13 +70,17 @@ class CNNEncoder(nn.Module):
     2500-sample single-lead frames).
 
     ``ReLU -> MaxPool1d -> Dropout`` run as one fused step
-    (:class:`ReLUMaxPoolDropout`), and the convolutions compute only the
-    gradients needed in training (not the input signal's). In evaluation
-    mode without autograd (``torch.inference_mode`` or ``torch.no_grad``, as
-    in ``transform``) each batch norm is folded into its convolution and a
-    single-lead first stage runs as one polyphase convolution. All compute
-    the same function with less work; :meth:`reference_layers` returns the
-    plain torch layers with the same parameters.
+    (:class:`ReLUMaxPoolDropout`), the first convolution computes no gradient
+    for the input signal, and the stages after the first run as 2-D
+    operations on a ``(batch, channels, 1, time)`` view in the channels-last
+    layout, where oneDNN's convolutions, their backward passes and batch
+    norms are faster on CPU. In evaluation mode without autograd
+    (``torch.inference_mode`` or ``torch.no_grad``, as in ``transform``) each
+    batch norm is folded into its convolution and a single-lead first stage
+    runs as one polyphase convolution. All compute the same function with
+    less work; :meth:`reference_layers` returns the plain torch layers with
+    the same parameters. Layers replaced or edited in :attr:`features`
+    (other types, subclasses) run through the modules as they are.
 
     Parameters
     ----------
@@ -106,7 +110,10 @@ class CNNEncoder(nn.Module):
     ----------
     features : torch.nn.Sequential
         The convolutional stages: ``Conv1d``, ``BatchNorm1d`` and
-        ``ReLUMaxPoolDropout`` per stage.
+        ``ReLUMaxPoolDropout`` per stage. :meth:`forward` reads their
+        parameters but calls only the first stage's modules (and none in
+        inference), so forward hooks on the others do not run; the modules of
+        :meth:`reference_layers` all run.
     head : torch.nn.Sequential
         ``Flatten -> Linear -> ReLU``.
     n_flat_features : int
@@ -162,18 +169,23 @@ class CNNEncoder(nn.Module):
 
     def forward(self, x):
         """Embed a batch of shape (batch, in_channels, n_timepoints)."""
-        if not self.training and not torch.is_grad_enabled():
-            stages = self._inference_stages()
-            if stages is not None:
-                return self._forward_inference(x, stages)
-        return self.head(self.features(x))
+        stages = self._standard_stages()
+        if stages is None:
+            return self.head(self.features(x))
+        if (
+            not self.training
+            and not torch.is_grad_enabled()
+            and all(_has_running_stats(bn) for _, bn, _ in stages)
+        ):
+            return self._forward_inference(x, stages)
+        return self._forward_stages(x, stages)
 
-    def _inference_stages(self):
+    def _standard_stages(self):
         """``(conv, bn, pool)`` per stage if the layers are this class's own, else None.
 
-        The inference path reads the layers' parameters; a ``features``
-        replaced or edited by the user (other layer types, batch norms without
-        running statistics) runs through the modules instead.
+        :meth:`forward` reads these layers' parameters and runs them in its
+        own layout; a ``features`` replaced or edited by the user (other layer
+        types, a subclass) runs through the modules instead.
         """
         stages = self.features
         if len(stages) % 3:
@@ -185,12 +197,31 @@ class CNNEncoder(nn.Module):
                 and conv.padding_mode == "zeros"
                 and isinstance(conv.padding, tuple)
                 and type(bn) is nn.BatchNorm1d
-                and _has_running_stats(bn)
                 and type(pool) is ReLUMaxPoolDropout
             )
             if not standard:
                 return None
         return triples
+
+    def _forward_stages(self, x, stages):
+        """The stages with autograd (training, or evaluation with gradients).
+
+        The first stage runs on the input as it comes, through its modules
+        (its convolution computes no gradient for the signal). The output is
+        then viewed as ``(batch, channels, 1, time)`` in the channels-last
+        layout, where oneDNN's convolutions, their backward passes and the
+        batch norms of the later stages run faster on CPU (2-D operations with
+        the same parameters; :func:`_batch_norm_nhwc` keeps the running
+        statistics as ``BatchNorm1d`` does).
+        """
+        (conv, bn, pool), *rest = stages
+        h = pool(bn(conv(x)))
+        if not rest:
+            return self.head(h)
+        h = h.unsqueeze(2).contiguous(memory_format=torch.channels_last)
+        for conv, bn, pool in rest:
+            h = pool(_batch_norm_nhwc(_conv_nhwc(h, conv), bn))
+        return self.head(h.squeeze(2))
 
     def _forward_inference(self, x, stages):
         """The evaluation-mode function with fewer, cheaper steps (no autograd).
@@ -198,19 +229,21 @@ class CNNEncoder(nn.Module):
         Each batch norm (running statistics) is folded into the convolution
         before it, and the maximum is taken before the ReLU, which commutes
         with it. A single-lead first stage runs as one polyphase convolution
-        (:func:`_first_stage_polyphase`); the others as ``conv1d ->
-        max_pool1d -> relu``.
+        (:func:`_first_stage_polyphase`); the later stages, as in
+        :meth:`_forward_stages`, as 2-D operations in the channels-last layout.
         """
         (conv, bn, pool), *rest = stages
         weight, bias = _fold_batch_norm(conv, bn)
         if _polyphase_applies(conv):
             h = _first_stage_polyphase(x, weight, bias, conv.stride[0], pool.kernel_size)
         else:
-            h = _conv_pool_relu(x, weight, bias, conv, pool.kernel_size)
+            out = F.conv1d(x, weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+            h = F.relu_(F.max_pool1d(out, pool.kernel_size))
+            h = h.unsqueeze(2).contiguous(memory_format=torch.channels_last)
         for conv, bn, pool in rest:
-            weight, bias = _fold_batch_norm(conv, bn)
-            h = _conv_pool_relu(h, weight, bias, conv, pool.kernel_size)
-        return self.head(h)
+            out = _conv_nhwc(h, conv, *_fold_batch_norm(conv, bn))
+            h = _max_pool_last(out, pool.kernel_size).relu_()
+        return self.head(h.squeeze(2))
 
     def reference_layers(self):
         """The same network as a plain ``nn.Sequential`` of standard torch layers.
@@ -262,10 +295,20 @@ def _fold_batch_norm(conv, bn):
     return conv.weight * scale[:, None, None], bias * scale + shift
 
 
-def _conv_pool_relu(x, weight, bias, conv, pool_size):
-    """``relu(max_pool1d(conv1d(x)))`` with ``conv``'s settings and the given parameters."""
-    out = F.conv1d(x, weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups)
-    return F.relu_(F.max_pool1d(out, pool_size))
+def _max_pool_last(x, pool_size):
+    """Max pooling (kernel = stride = ``pool_size``) over the last axis, as maxima of strided views.
+
+    For channels-last ``(batch, channels, 1, time)`` tensors this is faster
+    on CPU than ``max_pool2d`` (which takes 0.2 ms for 16 channels where the
+    views take 0.05 ms, at batch 256). A trailing partial window is dropped.
+    """
+    n = x.shape[-1] // pool_size
+    if pool_size == 1:
+        return x[..., :n].clone()
+    h = torch.maximum(x[..., 0 : n * pool_size : pool_size], x[..., 1 : n * pool_size : pool_size])
+    for i in range(2, pool_size):
+        torch.maximum(h, x[..., i : n * pool_size : pool_size], out=h)
+    return h
 
 
 def _polyphase_applies(conv):
@@ -302,6 +345,8 @@ def _polyphase_weight(weight, stride, pool_size):
 def _first_stage_polyphase(x, weight, bias, stride, pool_size):
     """``relu(max_pool1d(conv1d(x, weight, bias, stride), pool_size))`` for one input channel.
 
+    Returns shape ``(batch, channels, 1, n_out)`` in the channels-last layout.
+
     The strided single-channel convolution is the slowest step of the paper's
     CNN on CPU (oneDNN reaches about 17 GFLOP/s on it). Cutting the signal
     into rows of ``R = stride * pool_size`` samples turns it into a
@@ -320,14 +365,24 @@ def _first_stage_polyphase(x, weight, bias, stride, pool_size):
     signal = F.pad(x.reshape(batch, length), (0, rows * period - length))
     phases = signal.view(batch, rows, period).transpose(1, 2).unsqueeze(2)
     out = F.conv2d(phases, shifted).squeeze(2)  # (batch, pool_size * C, n_out), channels-last
-    h = out.new_empty(batch, channels, n_out)
+    h4 = torch.empty(
+        batch,
+        channels,
+        1,
+        n_out,
+        dtype=out.dtype,
+        device=out.device,
+        memory_format=torch.channels_last,
+    )
+    h = h4.squeeze(2)  # a view: the maxima are written in the channels-last layout
     if pool_size == 1:
         h.copy_(out)
     else:
         torch.maximum(out[:, :channels], out[:, channels : 2 * channels], out=h)
     for i in range(2, pool_size):
         torch.maximum(h, out[:, i * channels : (i + 1) * channels], out=h)
-    return F.relu_(h.add_(bias[:, None]))
+    h.add_(bias[:, None]).relu_()
+    return h4
 
 
 def _conv_bn_nhwc(x, conv, bn):

@@ -26,13 +26,18 @@ __all__ = ["ReLUMaxPoolDropout"]
 _LEVELS = 2**16
 
 
-def _dropout_scale(shape, p, device):
-    """Float mask: ``1 / (1 - p)`` with probability ``1 - p`` (to within 2**-17), else 0."""
-    n = shape.numel()
+def _dropout_scale(like, p):
+    """Float mask shaped and laid out like ``like``: ``1 / (1 - p)`` with probability ``1 - p``
+    (to within 2**-17), else 0."""
+    n = like.numel()
     # The full signed range: random_() without bounds leaves the top bit at 0.
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device)
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=like.device)
     words.random_(-(2**63), 2**63 - 1)
-    draws = words.view(torch.int16)[:n].view(shape).to(torch.float32)
+    draws = words.view(torch.int16)[:n].to(torch.float32)
+    # The draws in the memory order of ``like`` (channels-last, for instance), so
+    # that the products with it run over contiguous memory.
+    dense = like.is_contiguous() or like.is_contiguous(memory_format=torch.channels_last)
+    draws = draws.as_strided(like.shape, like.stride()) if dense else draws.view(like.shape)
     threshold = round(p * _LEVELS) - _LEVELS // 2 - 0.5  # halfway between integers
     # sign(relu(.)) is 1 above the threshold and 0 below; float ops throughout,
     # since comparisons and boolean masks cost several times more on CPU.
@@ -58,18 +63,21 @@ class _ReLUMaxPoolDropoutFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, kernel_size, p):
         n = x.shape[-1] // kernel_size
-        if kernel_size == 2:
+        channels_last = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
+        layout = torch.channels_last if channels_last else torch.contiguous_format
+        if kernel_size == 2:  # element-wise steps keep the input's layout
             first, second = x[..., 0 : 2 * n : 2], x[..., 1 : 2 * n : 2]
             maxima = torch.maximum(first, second)
             winner = _step(second - first)  # 1 where the second wins; ties go to the first
         else:
             maxima, winner = x[..., : n * kernel_size].unflatten(-1, (n, kernel_size)).max(-1)
+            maxima = maxima.contiguous(memory_format=layout)
         # Gradient mask of ReLU (maxima > 0) times the dropout mask and scale.
         mask = _step(maxima)
         if p > 0:
-            mask.mul_(_dropout_scale(maxima.shape, p, x.device))
+            mask.mul_(_dropout_scale(maxima, p))
         ctx.save_for_backward(winner, mask)
-        ctx.kernel_size, ctx.length = kernel_size, x.shape[-1]
+        ctx.kernel_size, ctx.length, ctx.memory_format = kernel_size, x.shape[-1], layout
         return maxima.mul_(mask)
 
     @staticmethod
@@ -77,13 +85,21 @@ class _ReLUMaxPoolDropoutFunction(torch.autograd.Function):
         winner, mask = ctx.saved_tensors
         k = ctx.kernel_size
         grad = grad_output * mask
-        grad_input = grad.new_zeros(*grad.shape[:-1], ctx.length)
+        # The gradient in the input's memory layout; every element is written below.
+        grad_input = torch.empty(
+            (*grad.shape[:-1], ctx.length),
+            dtype=grad.dtype,
+            device=grad.device,
+            memory_format=ctx.memory_format,
+        )
         n = grad.shape[-1]
+        grad_input[..., n * k :] = 0  # a trailing partial window
         if k == 2:
             to_second = grad * winner
             grad_input[..., 1 : 2 * n : 2] = to_second
             grad_input[..., 0 : 2 * n : 2] = grad.sub_(to_second)
         else:
+            grad_input[..., : n * k] = 0
             windows = grad_input[..., : n * k].unflatten(-1, (n, k))
             windows.scatter_(-1, winner.unsqueeze(-1), grad.unsqueeze(-1))
         return grad_input, None, None
@@ -97,6 +113,11 @@ class ReLUMaxPoolDropout(nn.Module):
     without dropout. In training mode elements are dropped with probability
     ``round(p * 2**16) / 2**16`` (within ``2**-17`` of ``p``), drawn from
     torch's global generator, and the kept ones are scaled by ``1 / (1 - p)``.
+
+    Input of shape ``(N, C, L)``, or ``(N, C, 1, L)`` (a 1-D signal as a 2-D
+    one, as :class:`~sklearn_crocs.nn.CNNEncoder` runs its later stages in the
+    channels-last layout); pooling runs over the last axis, and masks and
+    gradients keep the input's memory layout.
 
     Parameters
     ----------
@@ -127,6 +148,8 @@ class ReLUMaxPoolDropout(nn.Module):
 
     def forward(self, x):
         if not self.training:  # dropout is the identity; pooling needs no masks
+            if x.dim() == 4:
+                return F.max_pool2d(F.relu(x), (1, self.kernel_size))
             return F.max_pool1d(F.relu(x), self.kernel_size)
         return _ReLUMaxPoolDropoutFunction.apply(x, self.kernel_size, self.p)
 

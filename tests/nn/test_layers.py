@@ -34,6 +34,36 @@ def test_relu_pool_dropout_equals_standard_layers_without_dropout(kernel_size, l
         assert torch.equal(a.grad, b.grad)
 
 
+@pytest.mark.parametrize("kernel_size", [2, 3])
+@pytest.mark.parametrize("p", [0.0, 0.5])
+def test_relu_pool_dropout_on_channels_last_4d_input(kernel_size, p):
+    # (N, C, 1, L) channels-last, as in CNNEncoder's later stages: the same function
+    # as on (N, C, L), with masks, outputs and gradients in the input's layout.
+    torch.manual_seed(0)
+    layer = ReLUMaxPoolDropout(kernel_size, p=p)
+    x3 = torch.randn(4, 16, 101, dtype=torch.float64)
+    x4 = x3.unsqueeze(2).contiguous(memory_format=torch.channels_last).requires_grad_()
+    x3.requires_grad_()
+    for train in (True, False):
+        layer.train(train)
+        torch.manual_seed(1)
+        out4 = layer(x4)
+        assert out4.shape == (4, 16, 1, 101 // kernel_size)
+        assert out4.is_contiguous(memory_format=torch.channels_last)
+        grad = torch.randn(out4.shape, dtype=torch.float64)
+        (g4,) = torch.autograd.grad(out4, x4, grad)
+        assert g4.is_contiguous(memory_format=torch.channels_last)
+        if p == 0.0 or not train:  # no random draws: equal to the 3-D result
+            out3 = layer(x3)
+            torch.testing.assert_close(out4.squeeze(2), out3, rtol=0, atol=0)
+            (g3,) = torch.autograd.grad(out3, x3, grad.squeeze(2))
+            torch.testing.assert_close(g4.squeeze(2), g3, rtol=0, atol=0)
+        else:  # the gradient flows exactly where the output was kept
+            kept = (out4 != 0).sum()
+            assert 0.3 < kept.item() / out4.numel() < 0.6  # positive maxima, half dropped
+            assert (g4 != 0).sum() == kept
+
+
 def test_relu_pool_dropout_drops_at_rate_p_and_rescales():
     layer = ReLUMaxPoolDropout(2, p=0.3)
     x = torch.rand(200, 10, 200) + 0.1  # positive, so only dropout zeroes outputs
@@ -77,26 +107,58 @@ def _assert_equal_in_evaluation(encoder, reference, x):
         (3, 1000, {"kernel_size": 5, "stride": 2, "pool_size": 3}),
     ],
 )
-def test_cnn_encoder_equals_its_reference_layers(leads, length, params):
+@pytest.mark.parametrize("momentum", [0.1, None], ids=["momentum", "cumulative"])
+def test_cnn_encoder_equals_its_reference_layers(leads, length, params, momentum):
     torch.manual_seed(0)
     encoder = CNNEncoder(leads, length, 32, **params).double()
-    reference = encoder.reference_layers()
-    x = torch.randn(16, leads, length, dtype=torch.float64)
-    # Training mode (batch statistics) without dropout: outputs and every gradient agree.
-    for module in [*encoder.modules(), *reference.modules()]:
-        if isinstance(module, (nn.Dropout, ReLUMaxPoolDropout)):
+    for module in encoder.modules():
+        if isinstance(module, nn.BatchNorm1d):
+            module.momentum = momentum
+        if isinstance(module, ReLUMaxPoolDropout):
             module.p = 0.0
-    encoder.train()
-    reference.train()
-    out = encoder(x)
-    torch.testing.assert_close(out, reference(x))
-    grads = torch.autograd.grad(out.square().sum(), list(encoder.parameters()))
-    encoder.zero_grad()
-    ref_grads = torch.autograd.grad(reference(x).square().sum(), list(reference.parameters()))
-    for g, r in zip(grads, ref_grads):
-        torch.testing.assert_close(g, r)
+    twin = copy.deepcopy(encoder)  # its own batch-norm buffers
+    reference = twin.reference_layers()
+    for module in reference.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    x = torch.randn(16, leads, length, dtype=torch.float64)
+    # Training mode (batch statistics) without dropout: outputs, every gradient and
+    # the running statistics agree.
+    for _ in range(2):
+        out, ref = encoder(x), reference(x)
+        torch.testing.assert_close(out, ref)
+        grads = torch.autograd.grad(out.square().sum(), list(encoder.parameters()))
+        ref_grads = torch.autograd.grad(ref.square().sum(), list(twin.parameters()))
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r)
+    for (name, buffer), ref_buffer in zip(encoder.named_buffers(), twin.buffers()):
+        torch.testing.assert_close(buffer, ref_buffer, msg=name)
     # Evaluation mode (running statistics, no dropout).
     _assert_equal_in_evaluation(encoder, reference, x)
+
+
+def test_cnn_later_stages_run_channels_last(monkeypatch):
+    # What makes training fast: after the first stage, the convolutions (forward
+    # and backward) and batch norms run on channels-last (batch, C, 1, time) tensors.
+    torch.manual_seed(0)
+    encoder = CNNEncoder(1, 1000, 8)
+    layouts = []
+    conv2d, conv1d = F.conv2d, F.conv1d
+
+    def recording_conv2d(x, *args, **kwargs):
+        layouts.append(("conv2d", x.dim(), x.is_contiguous(memory_format=torch.channels_last)))
+        return conv2d(x, *args, **kwargs)
+
+    def recording_conv1d(x, *args, **kwargs):
+        layouts.append(("conv1d", x.dim(), x.shape[1]))
+        return conv1d(x, *args, **kwargs)
+
+    monkeypatch.setattr(F, "conv2d", recording_conv2d)
+    monkeypatch.setattr(F, "conv1d", recording_conv1d)
+    x = torch.randn(6, 1, 1000)
+    encoder(x).sum().backward()
+    assert layouts == [("conv1d", 3, 1), ("conv2d", 4, True), ("conv2d", 4, True)]
+    assert all(p.grad is not None for p in encoder.parameters())
 
 
 def test_cnn_encoder_float32_matches_reference_within_tolerance():
@@ -140,7 +202,7 @@ def test_cnn_inference_path_equals_reference_layers(leads, length, params):
     encoder = CNNEncoder(leads, length, 16, **params).double()
     _randomise_batch_norms(encoder)
     encoder.eval()
-    assert encoder._inference_stages() is not None
+    assert encoder._standard_stages() is not None
     reference = encoder.reference_layers().eval()
     x = torch.randn(9, leads, length, dtype=torch.float64)
     with torch.inference_mode():
@@ -198,7 +260,7 @@ def test_cnn_edited_features_run_through_the_modules(edit):
         conv.load_state_dict(encoder.features[0].state_dict())
         encoder.features[0] = conv
     encoder.eval()
-    assert encoder._inference_stages() is None
+    assert encoder._standard_stages() is None
     x = torch.randn(5, 1, 500, dtype=torch.float64)
     with torch.inference_mode():
         torch.testing.assert_close(encoder(x), encoder.head(encoder.features(x)))
