@@ -253,6 +253,23 @@ def test_custom_encoder_class_and_resnet(synthetic):
     assert resnet.fit(X, y).predict(X[:2]).shape == (2, 3)
 
 
+def test_inference_batches_sized_by_the_largest_activation(synthetic, monkeypatch):
+    from sklearn_crocs.nn import _net
+
+    X, y, _ = synthetic
+    model = _model(encoder="resnet", encoder_params={"channels": (8, 16)}, max_epochs=1)
+    model.fit(X, y)
+    assert model.net_._inference_batch_size() == model.batch_size  # small frames: all fit
+    expected = model.transform(X)
+    per_frame = model.net_.module_.max_activation_size
+    monkeypatch.setattr(_net, "_ACTIVATION_BYTES", 5 * 4 * per_frame)
+    assert model.net_._inference_batch_size() == 5
+    batches = []
+    model.net_.module_.register_forward_hook(lambda m, args, out: batches.append(len(out)))
+    np.testing.assert_allclose(model.transform(X), expected, rtol=1e-5, atol=1e-6)
+    assert max(batches) == 5 and sum(batches) == len(X)
+
+
 # ------------------------------------------------------------------ training control
 def test_early_stopping_with_patient_groups(synthetic):
     X, y, groups = synthetic

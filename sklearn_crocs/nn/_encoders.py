@@ -118,6 +118,11 @@ class CNNEncoder(nn.Module):
         ``Flatten -> Linear -> ReLU``.
     n_flat_features : int
         Input size of the linear layer.
+    max_activation_size : int
+        Elements per frame of the largest tensor in a forward pass (input
+        or convolution output; 3328 for the paper's frames);
+        :class:`~sklearn_crocs.CROCSClusterer` sizes its inference batches
+        by it.
 
     Examples
     --------
@@ -161,6 +166,12 @@ class CNNEncoder(nn.Module):
             ]
         self.features = nn.Sequential(*layers)
         self.n_flat_features = channels[-1] * length
+        sizes, length = [in_channels * n_timepoints], n_timepoints
+        for c_out in channels:
+            length = _conv_output_length(length, kernel_size, stride)
+            sizes.append(c_out * length)
+            length //= pool_size
+        self.max_activation_size = max(sizes)
         self.head = nn.Sequential(
             nn.Flatten(),
             nn.Linear(self.n_flat_features, embedding_dim),
@@ -364,7 +375,10 @@ def _first_stage_polyphase(x, weight, bias, stride, pool_size):
     # Zero-pad (or crop) to whole rows; padded samples only meet zero weights.
     signal = F.pad(x.reshape(batch, length), (0, rows * period - length))
     phases = signal.view(batch, rows, period).transpose(1, 2).unsqueeze(2)
-    out = F.conv2d(phases, shifted).squeeze(2)  # (batch, pool_size * C, n_out), channels-last
+    # Each pooling window's outputs share a bias: max(a + b, c + b) = max(a, c) + b,
+    # so the convolution adds it (no pass over a broadcast bias afterwards).
+    out = F.conv2d(phases, shifted, bias.repeat(pool_size)).squeeze(2)
+    # out: (batch, pool_size * C, n_out), channels-last
     h4 = torch.empty(
         batch,
         channels,
@@ -381,7 +395,7 @@ def _first_stage_polyphase(x, weight, bias, stride, pool_size):
         torch.maximum(out[:, :channels], out[:, channels : 2 * channels], out=h)
     for i in range(2, pool_size):
         torch.maximum(h, out[:, i * channels : (i + 1) * channels], out=h)
-    h.add_(bias[:, None]).relu_()
+    h.relu_()
     return h4
 
 
@@ -517,6 +531,14 @@ class ResNet1dEncoder(nn.Module):
     kernel_size : int, default=3
         Kernel size of the convolutions in the residual blocks (odd).
 
+    Attributes
+    ----------
+    max_activation_size : int
+        Elements per frame of the largest tensor in a forward pass (input,
+        stem or block output; 80,000 for 12-lead 2500-sample frames: the stem
+        convolution's output); :class:`~sklearn_crocs.CROCSClusterer` sizes
+        its inference batches by it.
+
     Examples
     --------
     >>> import torch
@@ -548,6 +570,11 @@ class ResNet1dEncoder(nn.Module):
             n_timepoints,
             steps,
             "fewer stages in encoder_params['channels']",
+        )
+        self.max_activation_size = max(
+            in_channels * n_timepoints,
+            channels[0] * _output_length(n_timepoints, steps[:1]),  # the stem convolution
+            *(c * _output_length(n_timepoints, steps[: 2 + i]) for i, c in enumerate(channels)),
         )
         self.stem = nn.Sequential(
             nn.Conv1d(

@@ -93,3 +93,26 @@ def test_cnn_output_relu_option():
     assert (paper(x) >= 0).all()
     assert (linear(x) < 0).any()
     torch.testing.assert_close(paper(x), torch.relu(linear(x)))
+
+
+@pytest.mark.parametrize(
+    ("encoder_class", "leads", "length", "params"),
+    [
+        (CNNEncoder, 1, 2500, {}),
+        (CNNEncoder, 12, 2500, {}),  # the input is the largest tensor
+        (CNNEncoder, 1, 1000, {"channels": (2, 64), "kernel_size": 3, "stride": 1}),
+        (ResNet1dEncoder, 12, 2500, {}),
+        (ResNet1dEncoder, 1, 500, {"channels": (4, 64), "stem_kernel_size": 3}),
+    ],
+)
+def test_max_activation_size_is_the_largest_tensor_per_frame(encoder_class, leads, length, params):
+    encoder = encoder_class(leads, length, 16, **params).eval()
+    sizes = []
+    reference = encoder.reference_layers()
+    for module in reference.modules():
+        if not list(module.children()):  # leaf layers
+            module.register_forward_hook(lambda m, args, out: sizes.append(out.numel()))
+    x = torch.randn(1, leads, length)
+    with torch.no_grad():
+        reference(x)
+    assert encoder.max_activation_size == max(x.numel(), *sizes)

@@ -152,3 +152,24 @@ def test_set_training_sets_every_submodule_and_skips_modules_already_in_mode(mon
     net._set_training(True)
     assert all(m.training for m in net.module_.modules())
     assert all(m.training for m in net.criterion_.modules())
+
+
+def test_predict_batch_size_auto_keeps_the_largest_activation_within_budget():
+    from sklearn_crocs.nn._net import _ACTIVATION_BYTES
+
+    net = _net(batch_size=64, predict_batch_size="auto").initialize()
+    per_sample = net.module_.max_activation_size
+    assert net._inference_batch_size() == min(64, _ACTIVATION_BYTES // (4 * per_sample))
+    net.module_.max_activation_size = _ACTIVATION_BYTES // 40  # 10 samples fit
+    assert net._inference_batch_size() == 10
+    net.module_.max_activation_size = 10 * _ACTIVATION_BYTES  # not even one sample
+    assert net._inference_batch_size() == 1
+    net.set_params(device="cuda")  # GPUs: the training batch size
+    assert net._inference_batch_size() == 64
+    net.set_params(device="cpu")
+    del net.module_.max_activation_size  # a module without the attribute
+    assert net._inference_batch_size() == 64
+    net.set_params(predict_batch_size=None)
+    assert net._inference_batch_size() == 64
+    net.set_params(predict_batch_size=7)
+    assert net._inference_batch_size() == 7
