@@ -13,7 +13,10 @@ Cases, each measured in its own process on the same random data:
 - ``CROCSClusterer.fit`` (no validation split) and ``transform``.
 
 Embedding compares ``transform`` with the reference layers' forward pass in
-``torch.no_grad`` over a DataLoader. Throughput is frames per second (median and
+``torch.no_grad`` over a DataLoader of batch 256, the training batch; where
+``transform`` runs in smaller batches (it keeps each batch's largest
+activation within 16 MiB, in the CPU caches), the reference also runs in
+those, to show what the batch size alone gives. Throughput is frames per second (median and
 inter-quartile range over repeats), also given as GFLOP/s (the model's FLOPs per
 frame, counted by ``torch.utils.flop_counter``) and as a share of a float32
 matrix product's GFLOP/s measured in the same run, the machine's practical
@@ -89,6 +92,16 @@ def reference_model(config):
     # faster channels-last 2-D forward).
     encoder = ResNet1dEncoder(config["leads"], config["length"], config["embedding_dim"])
     return encoder.reference_layers()
+
+
+def inference_batch_size(config, batch_size=256):
+    """The batch size of ``CROCSClusterer.transform`` for ``config`` on CPU."""
+    from sklearn_crocs.nn import CNNEncoder, ResNet1dEncoder
+    from sklearn_crocs.nn._net import _auto_batch_size
+
+    encoder_class = CNNEncoder if config["encoder"] == "cnn" else ResNet1dEncoder
+    encoder = encoder_class(config["leads"], config["length"], config["embedding_dim"])
+    return _auto_batch_size(encoder, batch_size)
 
 
 class PlainCROCSLoss(nn.Module):
@@ -319,20 +332,24 @@ def main(argv=None):
             f"{est['rate']['median'] / same['rate']['median']:.2f} (whole fit), "
             f"{est['epoch_rate']['median'] / same['rate']['median']:.2f} (training epochs)"
         )
-        ref_fwd, est_fwd = run_rounds(
-            "bench_training",
-            [("embed", dict(common, estimator=False)), ("embed", dict(common, estimator=True))],
-            repeats,
-        )
+        # transform's batch size (at most 256; fewer where the largest activation
+        # would leave the CPU caches): the reference also runs at that size, to
+        # show how much of the gain the batch size alone gives.
+        batch = inference_batch_size(config)
+        cases = [("embed", dict(common, estimator=False)), ("embed", dict(common, estimator=True))]
+        if batch != 256:
+            cases.append(("embed", dict(common, estimator=False, batch_size=batch)))
+        ref_fwd, est_fwd, *ref_same_batch = run_rounds("bench_training", cases, repeats)
         forward = {"flops": forward_flops, "peak": peak}
-        print_table(
-            f"Embedding, {name}: {n} frames",
-            header,
-            [
-                _row("reference layers, no_grad + DataLoader", ref_fwd, ref_fwd, **forward),
-                _row("CROCSClusterer.transform", est_fwd, ref_fwd, **forward),
-            ],
-        )
+        rows = [
+            _row("reference layers, no_grad + DataLoader", ref_fwd, ref_fwd, **forward),
+            *(
+                _row(f"the same in batches of {batch}", r, ref_fwd, **forward)
+                for r in ref_same_batch
+            ),
+            _row(f"CROCSClusterer.transform (batches of {batch})", est_fwd, ref_fwd, **forward),
+        ]
+        print_table(f"Embedding, {name}: {n} frames, batch 256", header, rows)
         print(
             f"Work per frame (torch.utils.flop_counter): {train_flops / 1e6:,.2f} MFLOP per "
             f"training step, {forward_flops / 1e6:,.2f} MFLOP forward; float32 matmul "

@@ -373,7 +373,11 @@ def _first_stage_polyphase(x, weight, bias, stride, pool_size):
     n_out = ((length - kernel_size) // stride + 1) // pool_size
     rows = n_out + width - 1
     # Zero-pad (or crop) to whole rows; padded samples only meet zero weights.
-    signal = F.pad(x.reshape(batch, length), (0, rows * period - length))
+    # (Copy, then zero the tail alone: F.pad would fill the whole buffer first.)
+    kept = min(length, rows * period)
+    signal = x.new_empty(batch, rows * period)
+    signal[:, :kept] = x.reshape(batch, length)[:, :kept]
+    signal[:, kept:] = 0
     phases = signal.view(batch, rows, period).transpose(1, 2).unsqueeze(2)
     # Each pooling window's outputs share a bias: max(a + b, c + b) = max(a, c) + b,
     # so the convolution adds it (no pass over a broadcast bias afterwards).

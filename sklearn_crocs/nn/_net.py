@@ -22,6 +22,17 @@ __all__ = ["ArrayDataset", "CROCSNet"]
 _ACTIVATION_BYTES = 16 * 2**20
 
 
+def _auto_batch_size(module, batch_size, device="cpu"):
+    """At most ``batch_size``; on CPU, fewer if ``module``'s largest tensor per batch
+    (``max_activation_size`` elements per sample, if it says) would exceed
+    ``_ACTIVATION_BYTES``."""
+    per_sample = getattr(module, "max_activation_size", None)
+    if per_sample is None or torch.device(device).type != "cpu":
+        return batch_size
+    itemsize = next(module.parameters()).element_size()
+    return max(1, min(batch_size, _ACTIVATION_BYTES // (itemsize * per_sample)))
+
+
 class ArrayDataset(Dataset):
     """Signals and prototype indices held as whole tensors.
 
@@ -214,11 +225,7 @@ class CROCSNet(NeuralNet):
         """Resolve ``predict_batch_size`` (see the class description)."""
         if self.predict_batch_size != "auto":
             return self.predict_batch_size or self.batch_size
-        per_sample = getattr(self.module_, "max_activation_size", None)
-        if per_sample is None or torch.device(self.device).type != "cpu":
-            return self.batch_size
-        itemsize = next(self.module_.parameters()).element_size()
-        return max(1, min(self.batch_size, _ACTIVATION_BYTES // (itemsize * per_sample)))
+        return _auto_batch_size(self.module_, self.batch_size, self.device)
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
         y_true = y_true.to(y_pred.device)
