@@ -46,6 +46,16 @@ def summary(times, work=None):
     return {"median": float(median), "q1": float(q1), "q3": float(q3)}
 
 
+def paired_ratio(result, baseline):
+    """Median over rounds of ``result`` / ``baseline`` rates measured in the same round.
+
+    The cases of a round run back to back, so a change of machine speed
+    between rounds (common on shared virtual machines) cancels out of each
+    round's ratio; the ratio of the two medians would keep it.
+    """
+    return float(np.median(np.divide(result["rounds"], baseline["rounds"])))
+
+
 def reset_peak_rss():
     """Reset the kernel's peak-RSS counter of this process (Linux), if possible."""
     try:
@@ -106,10 +116,12 @@ def run_rounds(module, cases, rounds):
     pooled = []
     for results in runs:
         keys = results[0]["times"]
-        stats = {
-            key: summary(sum((r["times"][key] for r in results), []), results[0]["work"][key])
-            for key in keys
-        }
+        stats = {}
+        for key in keys:
+            work = results[0]["work"][key]
+            stats[key] = summary(sum((r["times"][key] for r in results), []), work)
+            # One rate per round, in round order, for ratios of paired rounds.
+            stats[key]["rounds"] = [work / float(np.median(r["times"][key])) for r in results]
         stats["peak_mb"] = max(r["peak_mb"] for r in results)
         pooled.append(stats)
     return pooled

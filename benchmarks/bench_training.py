@@ -23,7 +23,8 @@ matrix product's GFLOP/s measured in the same run, the machine's practical
 peak; memory is the process's peak RSS. The cases
 take turns (one timed call of each per round, each in a fresh process after
 an untimed warm-up), so that a machine whose speed drifts during the run,
-as shared virtual machines do, slows all cases alike.
+as shared virtual machines do, slows all cases alike; "vs reference" (and the
+estimator overhead) is the median over rounds of the ratio within each round.
 
 Run ``python benchmarks/bench_training.py`` (``--quick`` for a smoke run).
 """
@@ -43,6 +44,7 @@ from _utils import (
     fmt_rate,
     machine_summary,
     matmul_gflops,
+    paired_ratio,
     print_table,
     repeat,
     reset_peak_rss,
@@ -265,7 +267,7 @@ def flops_per_frame(config, training):
 
 
 def _row(label, result, baseline, key="rate", flops=None, peak=None):
-    ratio = result[key]["median"] / baseline["rate"]["median"]
+    ratio = paired_ratio(result[key], baseline["rate"])
     memory = f"{result['peak_mb']:.0f}" if key == "rate" else ""
     gflops = result[key]["median"] * flops / 1e9
     return [
@@ -284,7 +286,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     print(f"Machine: {machine_summary()}")
     sizes = {
-        "cnn": {"n": 2048 if args.quick else 10240, "epochs": 1 if args.quick else 4, "rounds": 5},
+        "cnn": {"n": 2048 if args.quick else 10240, "epochs": 1 if args.quick else 4, "rounds": 7},
         # The ResNet runs at tens of frames/s on 2 cores: fewer frames, more
         # epochs, so that the one embedding pass that ends every fit (for the
         # mean prototypes and labels_) weighs as in a real fit of many epochs.
@@ -329,8 +331,8 @@ def main(argv=None):
         )
         print(
             "Estimator overhead: fit / same-model plain loop = "
-            f"{est['rate']['median'] / same['rate']['median']:.2f} (whole fit), "
-            f"{est['epoch_rate']['median'] / same['rate']['median']:.2f} (training epochs)"
+            f"{paired_ratio(est['rate'], same['rate']):.2f} (whole fit), "
+            f"{paired_ratio(est['epoch_rate'], same['rate']):.2f} (training epochs)"
         )
         # transform's batch size (at most 256; fewer where the largest activation
         # would leave the CPU caches): the reference also runs at that size, to
