@@ -13,8 +13,12 @@
   tables) on the LUDB training patients replicated r times, against the same
   steps with the reference plain loop doing the training.
 
-Each row is one size; the ratio column compares each size with the previous
-one. Run ``python benchmarks/bench_scaling.py`` (``--quick`` for small sizes).
+Each row is one size; the last column compares each size with the previous
+one. The embedding cases of all sizes take turns (one timed call each per
+round, each in a fresh process), and speed-ups and growth are medians over
+rounds of the ratios within a round, so that a drift in machine speed does
+not show up as growth with N. Run ``python benchmarks/bench_scaling.py``
+(``--quick`` for small sizes).
 """
 
 import argparse
@@ -26,7 +30,16 @@ import time
 import numpy as np
 import torch
 
-from _utils import fmt_ms, machine_summary, print_table, repeat, run_isolated, summary
+from _utils import (
+    fmt_ms,
+    machine_summary,
+    paired_ratio,
+    print_table,
+    repeat,
+    run_isolated,
+    run_rounds,
+    summary,
+)
 
 
 def _anon_mb():
@@ -102,7 +115,7 @@ def embed(n, repeats, estimator):
         run()
     times = repeat(run, repeats)
     os.remove(path)
-    return {"time": summary(times), "extra_mb": memory.extra, "output_mb": 4 * 128 * n / 2**20}
+    return {"times": {"frames": times.tolist()}, "work": {"frames": n}, "peak_mb": memory.extra}
 
 
 def end_to_end(replicas, epochs, plain):
@@ -145,26 +158,34 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     print(f"Machine: {machine_summary()}")
-    repeats = 1 if args.quick else 5
+    rounds = 1 if args.quick else 5
     sizes = [5_000, 10_000] if args.quick else [10_000, 20_000, 40_000, 80_000]
+    # All sizes and both cases take turns, one timed call each per round, so that
+    # a change of machine speed hits every size alike; ratios are taken within
+    # each round, then the median over rounds.
+    cases = [
+        ("embed", {"n": n, "estimator": estimator}) for n in sizes for estimator in (False, True)
+    ]
+    results = run_rounds("bench_scaling", cases, rounds)
     rows, previous = [], None
-    for n in sizes:
-        ref = run_isolated("bench_scaling", "embed", n=n, repeats=repeats, estimator=False)
-        est = run_isolated("bench_scaling", "embed", n=n, repeats=repeats, estimator=True)
-        growth = "" if previous is None else f"{est['time']['median'] / previous:.2f}"
+    for i, n in enumerate(sizes):
+        ref, est = results[2 * i]["frames"], results[2 * i + 1]["frames"]
+        ref_mb, est_mb = results[2 * i]["peak_mb"], results[2 * i + 1]["peak_mb"]
+        est_times = np.divide(n, est["rounds"])  # seconds per round
+        growth = "" if previous is None else f"{np.median(est_times / previous):.2f}"
         rows.append(
             [
                 f"{n:,}",
-                fmt_ms(ref["time"]),
-                fmt_ms(est["time"]),
-                f"{ref['time']['median'] / est['time']['median']:.2f}x",
-                f"{ref['extra_mb']:.0f} / {est['extra_mb']:.0f} ({est['output_mb']:.0f})",
+                fmt_ms(summary(np.divide(n, ref["rounds"]))),
+                fmt_ms(summary(est_times)),
+                f"{paired_ratio(est, ref):.2f}x",
+                f"{ref_mb:.0f} / {est_mb:.0f} ({4 * 128 * n / 2**20:.0f})",
                 growth,
             ]
         )
-        previous = est["time"]["median"]
+        previous = est_times
     print_table(
-        f"Embedding N single-lead 2500-sample frames from a .npy memmap ({repeats} repeats, ms)",
+        f"Embedding N single-lead 2500-sample frames from a .npy memmap ({rounds} rounds, ms)",
         [
             "N",
             "plain forward, sliced batches",
