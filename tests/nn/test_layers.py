@@ -105,6 +105,8 @@ def _assert_equal_in_evaluation(encoder, reference, x):
         (1, 600, {"kernel_size": 3, "stride": 4, "pool_size": 2}),
         (12, 2500, {}),
         (3, 1000, {"kernel_size": 5, "stride": 2, "pool_size": 3}),
+        (1, 500, {"channels": (6,)}),  # one stage: no channels-last stages
+        (3, 500, {"channels": (6,)}),
     ],
 )
 @pytest.mark.parametrize("momentum", [0.1, None], ids=["momentum", "cumulative"])
