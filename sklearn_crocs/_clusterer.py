@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -281,7 +282,7 @@ class CROCSClusterer(
         self.verbose = verbose
 
     # ------------------------------------------------------------------ input
-    def _validate_signals(self, X, *, reset):
+    def _validate_signals(self, X, *, reset, ensure_all_finite=True):
         """Return X as a C-contiguous float32 array of shape (n, n_leads, n_timepoints)."""
         if not hasattr(X, "ndim"):
             X = np.asarray(X)
@@ -311,6 +312,7 @@ class CROCSClusterer(
             dtype=np.float32,
             order="C",
             ensure_min_samples=2 if reset else 1,
+            ensure_all_finite=ensure_all_finite,
         )
         if reset:
             self.input_shape_ = shape
@@ -668,9 +670,14 @@ class CROCSClusterer(
         return self._format_attributes(self.prototype_attributes_[self.labels_])
 
     # -------------------------------------------------------------- inference
-    def _embed(self, X):
-        """L2-normalised embeddings of validated signals, as float32 ndarray."""
-        out = self.net_.forward(ArrayDataset(X), training=False, device="cpu")
+    def _embed(self, X, *, check_finite=False):
+        """L2-normalised embeddings of validated signals, as float32 ndarray.
+
+        ``check_finite`` checks each batch for NaN and infinity as the net
+        reads it (see :class:`~sklearn_crocs.nn.ArrayDataset`).
+        """
+        dataset = ArrayDataset(X, check_finite=check_finite)
+        out = self.net_.forward(dataset, training=False, device="cpu")
         return F.normalize(out.float(), dim=1).numpy()
 
     def _embed_input(self, X):
@@ -678,18 +685,26 @@ class CROCSClusterer(
 
         An ndarray (or ``np.memmap``) larger than one chunk is read, checked
         and embedded ``_CHUNK_BYTES`` at a time, with progress lines when
-        ``verbose``; other inputs are validated whole.
+        ``verbose``; other inputs are validated whole. NaN and infinity are
+        looked for batch by batch as the net reads them (unless scikit-learn's
+        ``assume_finite`` is set), not in a separate pass over the input.
         """
+        check = not get_config()["assume_finite"]
+
+        def embed(part):
+            part = self._validate_signals(part, reset=False, ensure_all_finite=False)
+            return self._embed(part, check_finite=check)
+
         if not (isinstance(X, np.ndarray) and X.ndim in (2, 3) and X.shape[0] > 0):
-            return self._embed(self._validate_signals(X, reset=False))
+            return embed(X)
         rows = max(1, _CHUNK_BYTES // (4 * math.prod(X.shape[1:])))
         n = X.shape[0]
         if n <= rows:
-            return self._embed(self._validate_signals(X, reset=False))
+            return embed(X)
         out = np.empty((n, self.embedding_dim), dtype=np.float32)
         for start in range(0, n, rows):
             stop = min(start + rows, n)
-            out[start:stop] = self._embed(self._validate_signals(X[start:stop], reset=False))
+            out[start:stop] = embed(X[start:stop])
             if self.verbose:
                 print(f"Embedded {stop}/{n} ECGs", flush=True)
         return out

@@ -568,6 +568,31 @@ def test_chunked_and_memmap_transform_equal_in_memory(
         fitted.transform(bad)
 
 
+@pytest.mark.parametrize(("value", "message"), [(np.nan, "NaN"), (np.inf, "infinity")])
+def test_non_finite_input_is_found_batch_by_batch(fitted, synthetic, monkeypatch, value, message):
+    # NaN and infinity are looked for in each batch as the net reads it, not in a
+    # separate pass of scikit-learn's check over the whole input.
+    import sklearn.utils.validation as validation
+
+    X, y, _ = synthetic
+    calls = []
+    check = validation._assert_all_finite
+    monkeypatch.setattr(
+        validation, "_assert_all_finite", lambda *a, **k: calls.append(1) or check(*a, **k)
+    )
+    fitted.transform(X)
+    assert calls == []
+    bad = X.copy()
+    bad[-1, 0, -1] = value  # in the last batch
+    for method in (fitted.transform, fitted.predict, fitted.predict_proba):
+        with pytest.raises(ValueError, match=message):
+            method(bad)
+    with pytest.raises(ValueError, match=message):
+        fitted.score(bad, y)
+    with config_context(assume_finite=True):  # scikit-learn's switch skips the check
+        assert fitted.transform(bad).shape == (len(X), fitted.embedding_dim)
+
+
 def test_list_of_mixed_type_rows_keeps_value_types(synthetic):
     X, y, _ = synthetic
     rows = [(r, int(s == "M")) for r, s in zip(y["rhythm"], y["sex"])]

@@ -43,6 +43,11 @@ class ArrayDataset(Dataset):
         wrapped without a copy.
     y : array-like of shape (n_samples,), default=None
         Index of each sample's attribute combination.
+    check_finite : bool, default=False
+        Raise ``ValueError`` (scikit-learn's messages) when a batch drawn by
+        :class:`CROCSNet` holds NaN or infinity. Each batch is checked just
+        before the network reads it, while it is in the CPU caches, instead
+        of in a separate pass over the whole (possibly memory-mapped) input.
 
     Examples
     --------
@@ -56,7 +61,8 @@ class ArrayDataset(Dataset):
     ((1, 2500), 1)
     """
 
-    def __init__(self, X, y=None):
+    def __init__(self, X, y=None, *, check_finite=False):
+        self.check_finite = check_finite
         with warnings.catch_warnings():
             # Read-only arrays (memory maps) are wrapped as they are: the net
             # only ever reads its inputs, so torch's warning does not apply.
@@ -108,12 +114,29 @@ class _BatchIterator:
         if self.shuffle:
             rng = np.random.default_rng([self.seed, self.pass_index])
             order = torch.from_numpy(rng.permutation(len(X)))
+        check = getattr(self.dataset, "check_finite", False)
         for start, stop in self._bounds():
             if order is None:
-                yield X[start:stop], (None if y is None else y[start:stop])
+                batch = X[start:stop], (None if y is None else y[start:stop])
             else:
                 idx = order[start:stop]
-                yield X.index_select(0, idx), (None if y is None else y[idx])
+                batch = X.index_select(0, idx), (None if y is None else y[idx])
+            if check:
+                _check_finite(batch[0])
+            yield batch
+
+
+def _check_finite(X):
+    """Raise scikit-learn's ``ValueError`` if ``X`` holds NaN or infinity.
+
+    The sum of finite values is finite unless it overflows, so one sum (a fast,
+    vectorised reduction) clears almost every batch; the element-wise test
+    runs only when the sum is not finite.
+    """
+    if X.is_floating_point() and not torch.isfinite(X.sum()) and not torch.isfinite(X).all():
+        if torch.isnan(X).any():
+            raise ValueError("Input X contains NaN.")
+        raise ValueError(f"Input X contains infinity or a value too large for {X.dtype}.")
 
 
 class _KeepBestState(Callback):

@@ -173,3 +173,21 @@ def test_predict_batch_size_auto_keeps_the_largest_activation_within_budget():
     assert net._inference_batch_size() == 64
     net.set_params(predict_batch_size=7)
     assert net._inference_batch_size() == 7
+
+
+def test_check_finite_batches():
+    from sklearn_crocs.nn._net import _check_finite
+
+    X = np.ones((6, 1, 5), dtype=np.float32)
+    X[4, 0, 2] = np.nan
+    dataset = ArrayDataset(X, check_finite=True)
+    batches = iter(_BatchIterator(dataset, 2))
+    next(batches), next(batches)  # rows 0-3 are finite
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        next(batches)
+    assert len(list(_BatchIterator(ArrayDataset(X), 2))) == 3  # not checked by default
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        _check_finite(torch.tensor([1.0, -float("inf")]))
+    # A sum that overflows is not an error: the element-wise test decides.
+    _check_finite(torch.full((4,), 3e38))
+    _check_finite(torch.arange(5))  # integers cannot hold NaN
