@@ -86,6 +86,23 @@ def test_relu_pool_dropout_drops_at_rate_p_and_rescales():
         ReLUMaxPoolDropout(2, p=1.0)
 
 
+def _assert_equal_in_training(encoder, twin, reference, x):
+    """Two training steps agree: outputs, every gradient and the running statistics.
+
+    ``twin`` is a deep copy of ``encoder`` (its own batch-norm buffers) and
+    ``reference`` its reference layers.
+    """
+    for _ in range(2):
+        out, ref = encoder(x), reference(x)
+        torch.testing.assert_close(out, ref)
+        grads = torch.autograd.grad(out.square().sum(), list(encoder.parameters()))
+        ref_grads = torch.autograd.grad(ref.square().sum(), list(twin.parameters()))
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r)
+    for (name, buffer), ref_buffer in zip(encoder.named_buffers(), twin.buffers()):
+        torch.testing.assert_close(buffer, ref_buffer, msg=name)
+
+
 def _assert_equal_in_evaluation(encoder, reference, x):
     """Outputs agree in evaluation mode, with and without inference mode."""
     encoder.eval()
@@ -124,18 +141,8 @@ def test_cnn_encoder_equals_its_reference_layers(leads, length, params, momentum
         if isinstance(module, nn.Dropout):
             module.p = 0.0
     x = torch.randn(16, leads, length, dtype=torch.float64)
-    # Training mode (batch statistics) without dropout: outputs, every gradient and
-    # the running statistics agree.
-    for _ in range(2):
-        out, ref = encoder(x), reference(x)
-        torch.testing.assert_close(out, ref)
-        grads = torch.autograd.grad(out.square().sum(), list(encoder.parameters()))
-        ref_grads = torch.autograd.grad(ref.square().sum(), list(twin.parameters()))
-        for g, r in zip(grads, ref_grads):
-            torch.testing.assert_close(g, r)
-    for (name, buffer), ref_buffer in zip(encoder.named_buffers(), twin.buffers()):
-        torch.testing.assert_close(buffer, ref_buffer, msg=name)
-    # Evaluation mode (running statistics, no dropout).
+    # Training mode (batch statistics) without dropout, then evaluation mode.
+    _assert_equal_in_training(encoder, twin, reference, x)
     _assert_equal_in_evaluation(encoder, reference, x)
 
 
@@ -350,15 +357,7 @@ def test_resnet_channels_last_forward_equals_its_reference_layers(leads, length,
     reference = twin.reference_layers()
     assert {type(m) for m in reference.modules()} >= {nn.Conv1d, nn.BatchNorm1d, nn.MaxPool1d}
     x = torch.randn(6, leads, length, dtype=torch.float64)
-    for _ in range(2):  # training mode: batch statistics, running statistics updated
-        out, ref = encoder(x), reference(x)
-        torch.testing.assert_close(out, ref)
-        grads = torch.autograd.grad(out.square().sum(), list(encoder.parameters()))
-        ref_grads = torch.autograd.grad(ref.square().sum(), list(twin.parameters()))
-        for g, r in zip(grads, ref_grads):
-            torch.testing.assert_close(g, r)
-    for (name, buffer), ref_buffer in zip(encoder.named_buffers(), twin.buffers()):
-        torch.testing.assert_close(buffer, ref_buffer, msg=name)
+    _assert_equal_in_training(encoder, twin, reference, x)
     _assert_equal_in_evaluation(encoder, reference, x)
 
 
