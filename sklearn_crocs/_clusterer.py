@@ -122,7 +122,8 @@ class CROCSClusterer(
         (``transform``, ``predict``, validation) uses batches of at most this
         size, and on CPU fewer where a batch's largest intermediate tensor
         would exceed 16 MiB (52 frames for the ResNet on 12-lead 2500-sample
-        frames), which keeps it in the CPU caches; outputs do not depend on it.
+        frames), which keeps it in the CPU caches; outputs do not depend on it
+        (up to float rounding).
     lr : float, default=1e-4
         Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL).
     validation_fraction : float or None, default=0.1

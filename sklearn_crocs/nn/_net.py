@@ -204,9 +204,9 @@ class CROCSNet(NeuralNet):
         (elements per sample; the package's encoders have one, other modules
         get ``batch_size``). Tensors that stay in the CPU caches make
         inference faster: on 2 CPU cores the ResNet encoder embeds 12-lead
-        2500-sample frames about 1.5x faster in batches of 52 (its first
-        activation, 20 MB) than of 256 (80 MB). Evaluation-mode outputs do
-        not depend on the batch size.
+        2500-sample frames about 1.5x faster in batches of 52 (its largest
+        activation, 17 MB) than of 256 (82 MB). Evaluation-mode outputs do
+        not depend on the batch size, up to float rounding.
 
     Examples
     --------
