@@ -27,8 +27,10 @@ _LEVELS = 2**16
 
 
 def _dropout_scale(like, p):
-    """Float mask shaped and laid out like ``like``: ``1 / (1 - p)`` with probability ``1 - p``
-    (to within 2**-17), else 0."""
+    """Float dropout mask shaped and laid out like ``like``.
+
+    ``1 / (1 - p)`` with probability ``1 - p`` (to within 2**-17), else 0.
+    """
     n = like.numel()
     # The full signed range: random_() without bounds leaves the top bit at 0.
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=like.device)
