@@ -99,20 +99,21 @@ def run_isolated(module, function, **kwargs):
     return json.loads(line[len("RESULT") :])
 
 
-def run_rounds(module, cases, rounds):
+def run_rounds(module, cases, rounds, repeats=1):
     """Run ``cases`` (``(function, kwargs)`` pairs) in turn, ``rounds`` times; pool the results.
 
     Each call runs in a fresh process (:func:`run_isolated`) with
-    ``repeats=1`` and returns ``{"times": {key: [seconds]}, "work": {key:
-    units}, "peak_mb": MB}``. Taking turns, rather than all repeats of one case
-    and then the next, exposes every case to the same drifts in machine
+    ``repeats`` timed calls and returns ``{"times": {key: [seconds]}, "work":
+    {key: units}, "peak_mb": MB}``. Taking turns, rather than all repeats of one
+    case and then the next, exposes every case to the same drifts in machine
     speed. Returns, per case, ``{key: summary of work / time}`` for each timed
-    key plus the largest ``peak_mb``.
+    key (with ``"rounds"``: one rate per round), the largest ``peak_mb`` and
+    ``"runs"``: the results of the calls, in round order.
     """
     runs = [[] for _ in cases]
     for _ in range(rounds):
         for out, (function, kwargs) in zip(runs, cases):
-            out.append(run_isolated(module, function, repeats=1, **kwargs))
+            out.append(run_isolated(module, function, repeats=repeats, **kwargs))
     pooled = []
     for results in runs:
         keys = results[0]["times"]
@@ -123,6 +124,7 @@ def run_rounds(module, cases, rounds):
             # One rate per round, in round order, for ratios of paired rounds.
             stats[key]["rounds"] = [work / float(np.median(r["times"][key])) for r in results]
         stats["peak_mb"] = max(r["peak_mb"] for r in results)
+        stats["runs"] = results
         pooled.append(stats)
     return pooled
 

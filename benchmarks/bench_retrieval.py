@@ -20,10 +20,14 @@ about 0.99 to their query), as CROCS embeddings gather around their
 prototypes: there bfloat16 cannot tell rows apart, and the search falls back
 to float32 filtering.
 
-Each (method, N) runs in its own process: time is the median [IQR] over
-repeats, "extra MB" is the peak resident memory during the calls minus the
-memory held before them (the stored embeddings included in the latter).
-Results are checked against each other. Run ``python benchmarks/bench_retrieval.py``
+Each (method, N) runs in its own process, a few timed calls after an
+untimed one; all sizes and methods take turns, round after round, so that a
+change in machine speed (common on shared virtual machines) hits them
+alike. Time is the median [IQR] over all timed calls; the ratios and the
+growth with N are medians over rounds of the ratios within a round. "extra
+MB" is the peak resident memory during the calls minus the memory held
+before them (the stored embeddings included in the latter), the largest
+over rounds. Results are checked against each other. Run ``python benchmarks/bench_retrieval.py``
 (``--quick`` for small sizes).
 """
 
@@ -39,7 +43,7 @@ from _utils import (
     repeat,
     reset_peak_rss,
     rss_mb,
-    run_isolated,
+    run_rounds,
     summary,
 )
 
@@ -108,55 +112,66 @@ def measure(method, n, repeats, clustered=False):
     extra = rss_mb("VmHWM") - before
     result = run()
     indices = None if method == "matmul" else np.asarray(result[1]).tolist()
-    return {"time": summary(times), "extra_mb": extra, "indices": indices}
+    return {
+        "times": {"time": times.tolist()},
+        "work": {"time": 1},
+        "peak_mb": extra,
+        "indices": indices,
+    }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="sizes up to 10^5, 3 repeats")
+    parser.add_argument("--quick", action="store_true", help="sizes up to 10^5, 2 rounds")
     args = parser.parse_args(argv)
     sizes = (
         [10_000, 50_000, 100_000] if args.quick else [10_000, 100_000, 250_000, 500_000, 1_000_000]
     )
-    repeats = 3 if args.quick else 7
+    rounds, repeats = (2, 3) if args.quick else (5, 3)
+    methods = ("matmul", "sklearn", "crocs")
     print(f"Machine: {machine_summary()}")
-    rows, previous = [], None
     start = time.perf_counter()
-    cases = [(n, False) for n in sizes] + [(sizes[-1], True)]
-    for n, clustered in cases:
-        results = {
-            m: run_isolated(
-                "bench_retrieval", "measure", method=m, n=n, repeats=repeats, clustered=clustered
-            )
-            for m in ("matmul", "sklearn", "crocs")
-        }
-        if results["crocs"]["indices"] != results["sklearn"]["indices"]:
-            mismatch = np.mean(
-                np.asarray(results["crocs"]["indices"]) != np.asarray(results["sklearn"]["indices"])
-            )
-            print(f"note: N={n}: {mismatch:.2%} of neighbour indices differ from scikit-learn")
-        floor = results["matmul"]["time"]["median"]
-        crocs = results["crocs"]["time"]["median"]
-        sk = results["sklearn"]["time"]["median"]
+    sets = [(n, False) for n in sizes] + [(sizes[-1], True)]
+    # Every size and method takes turns (each call in a fresh process), so that
+    # a change of machine speed hits them alike; ratios and growth are taken
+    # within each round, then the median over rounds.
+    cases = [
+        ("measure", {"method": m, "n": n, "clustered": clustered})
+        for n, clustered in sets
+        for m in methods
+    ]
+    pooled = run_rounds("bench_retrieval", cases, rounds, repeats=repeats)
+    rows, previous = [], None
+    for i, (n, clustered) in enumerate(sets):
+        results = dict(zip(methods, pooled[3 * i : 3 * i + 3]))
+        for crocs_run, sklearn_run in zip(results["crocs"]["runs"], results["sklearn"]["runs"]):
+            if crocs_run["indices"] != sklearn_run["indices"]:
+                mismatch = np.mean(
+                    np.asarray(crocs_run["indices"]) != np.asarray(sklearn_run["indices"])
+                )
+                print(f"note: N={n}: {mismatch:.2%} of neighbour indices differ from scikit-learn")
+                break
+        # Seconds per call: every repeat pooled, and one median per round.
+        times = {m: sum((r["times"]["time"] for r in results[m]["runs"]), []) for m in methods}
+        per_round = {m: 1 / np.asarray(results[m]["time"]["rounds"]) for m in methods}
         growth = ""
         if previous is not None and not clustered:
-            growth = f"{crocs / previous[1]:.2f} for x{n / previous[0]:g} N"
+            growth = f"{np.median(per_round['crocs'] / previous[1]):.2f} for x{n / previous[0]:g} N"
         rows.append(
             [
                 f"{n:,}" + (" clustered" if clustered else ""),
-                fmt_ms(results["matmul"]["time"]),
-                fmt_ms(results["sklearn"]["time"]),
-                fmt_ms(results["crocs"]["time"]),
-                f"{crocs / floor:.2f}",
-                f"{sk / crocs:.1f}",
-                " / ".join(f"{results[m]['extra_mb']:.0f}" for m in ("matmul", "sklearn", "crocs")),
+                *(fmt_ms(summary(times[m])) for m in methods),
+                f"{np.median(per_round['crocs'] / per_round['matmul']):.2f}",
+                f"{np.median(per_round['sklearn'] / per_round['crocs']):.1f}",
+                " / ".join(f"{results[m]['peak_mb']:.0f}" for m in methods),
                 growth,
             ]
         )
-        previous = (n, crocs)
+        if not clustered:
+            previous = (n, per_round["crocs"])
     print_table(
         f"Retrieval: {N_QUERIES} queries, k={K}, {DIM}-dim float32 embeddings, "
-        f"{repeats} repeats (ms)",
+        f"{rounds} rounds x {repeats} repeats (ms)",
         [
             "N",
             "matmul Q@E.T",
