@@ -699,6 +699,8 @@ class CROCSClusterer(
         if not (isinstance(X, np.ndarray) and X.ndim in (2, 3) and X.shape[0] > 0):
             return embed(X)
         rows = max(1, _CHUNK_BYTES // (4 * math.prod(X.shape[1:])))
+        batch = self.net_._inference_batch_size()
+        rows = max(rows - rows % batch, min(rows, batch))  # whole batches per chunk
         n = X.shape[0]
         if n <= rows:
             return embed(X)

@@ -568,6 +568,26 @@ def test_chunked_and_memmap_transform_equal_in_memory(
         fitted.transform(bad)
 
 
+def test_chunks_hold_whole_batches(fitted, synthetic, monkeypatch):
+    # A chunk of a large input is cut to whole inference batches, so that no
+    # chunk but the last ends in a short batch.
+    import sklearn_crocs._clusterer as clusterer_module
+
+    X, _, _ = synthetic
+    batch = fitted.net_._inference_batch_size()
+    assert 5 * batch // 4 < len(X)
+    monkeypatch.setattr(clusterer_module, "_CHUNK_BYTES", 4 * X[0].size * (5 * batch // 4))
+    sizes = []
+    hook = fitted.net_.module_.register_forward_hook(lambda m, args, out: sizes.append(len(out)))
+    try:
+        embedded = fitted.transform(X)
+    finally:
+        hook.remove()
+    assert sizes[:-1] == [batch] * (len(sizes) - 1)
+    assert sum(sizes) == len(X)
+    np.testing.assert_allclose(embedded, fitted.transform(X[:]), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize(("value", "message"), [(np.nan, "NaN"), (np.inf, "infinity")])
 def test_non_finite_input_is_found_batch_by_batch(fitted, synthetic, monkeypatch, value, message):
     # NaN and infinity are looked for in each batch as the net reads it, not in a
