@@ -198,7 +198,7 @@ class CNNEncoder(nn.Module):
         own layout; a ``features`` replaced or edited by the user (other layer
         types, a subclass) runs through the modules instead.
         """
-        stages = self.features
+        stages = list(self.features)  # a list: slicing a Sequential builds new modules
         if len(stages) % 3:
             return None
         triples = list(zip(stages[0::3], stages[1::3], stages[2::3]))
@@ -299,11 +299,12 @@ def _has_running_stats(bn):
 
 def _fold_batch_norm(conv, bn):
     """Weight and bias of ``conv`` followed by ``bn`` in evaluation mode, as one convolution."""
-    scale = bn.weight if bn.affine else torch.ones_like(bn.running_var)
-    scale = scale / torch.sqrt(bn.running_var + bn.eps)
-    shift = bn.bias if bn.affine else torch.zeros_like(bn.running_mean)
+    scale = torch.rsqrt(bn.running_var + bn.eps)
+    if bn.affine:
+        scale = scale * bn.weight
     bias = -bn.running_mean if conv.bias is None else conv.bias - bn.running_mean
-    return conv.weight * scale[:, None, None], bias * scale + shift
+    bias = torch.addcmul(bn.bias, bias, scale) if bn.affine else bias * scale
+    return conv.weight * scale[:, None, None], bias
 
 
 def _max_pool_last(x, pool_size):
