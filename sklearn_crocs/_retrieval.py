@@ -1,6 +1,8 @@
 """PrototypeRetriever: search an ECG database by attribute combination or by example."""
 
 import functools
+import math
+import threading
 import time
 import warnings
 from numbers import Integral
@@ -40,6 +42,29 @@ _NORM_SLACK = 2.0**-15
 # such blocks in a row, the rest of the search filters in float32 only.
 _REFILTER_FRACTION = 1 / 4
 _REFILTER_LIMIT = 3
+# A search's buffers of at most this many bytes (the filter's block copy and
+# product, 5.2 MB for 40 queries) are kept for the next search in the same
+# thread: fresh ones would be faulted in page by page at every search (about
+# 2,500 page faults, 3-6 ms, for 40 queries once glibc returns them to the
+# system between searches).
+_WORKSPACE_BYTES = 16 * 2**20
+_workspace_cache = threading.local()
+
+
+def _workspace(name, shape, dtype):
+    """An uninitialised tensor of ``shape``, reused by later calls in this thread.
+
+    Buffers larger than ``_WORKSPACE_BYTES`` are allocated for the call only.
+    Two buffers in use at once need different ``name`` or ``dtype``.
+    """
+    size = math.prod(shape)
+    if size * dtype.itemsize > _WORKSPACE_BYTES:
+        return torch.empty(shape, dtype=dtype)
+    buffers = _workspace_cache.__dict__.setdefault("buffers", {})
+    buffer = buffers.get((name, dtype))
+    if buffer is None or buffer.numel() < size:
+        buffer = buffers[name, dtype] = torch.empty(size, dtype=dtype)
+    return buffer[:size].view(shape)
 
 
 def _crocs_step(estimator):
@@ -94,13 +119,13 @@ class _BlockFilter:
             # oneDNN's bfloat16 product is fastest as (queries, rows).
             self.queries = torch.from_numpy(queries).to(torch.bfloat16)
             self.bias = torch.zeros((n_queries, 1), dtype=torch.bfloat16)
-            self.block = torch.empty((block_rows, self.n_features), dtype=torch.bfloat16)
-            self.out = torch.empty((n_queries, block_rows), dtype=torch.bfloat16)
+            self.block = _workspace("block", (block_rows, self.n_features), torch.bfloat16)
+            self.out = _workspace("out", (n_queries, block_rows), torch.bfloat16)
         else:
             # Float32 reads the block in place, fastest as (rows, queries).
             self.queries = torch.from_numpy(queries.T.copy())
             self.bias = torch.zeros((1, n_queries))
-            self.out = torch.empty((block_rows, n_queries))
+            self.out = _workspace("out", (block_rows, n_queries), torch.float32)
 
     def _product(self, block):
         """``block . queries + bias`` as (queries, rows) for bfloat16, else (rows, queries)."""
@@ -122,9 +147,12 @@ class _BlockFilter:
         return 1.01 * (2 * u + u**2 + 2 * gamma + 2 * self.u_out) * self.scale
 
     def scores(self, block):
-        """Approximate similarities, array of shape (n_queries, rows); clears the thresholds."""
+        """Approximate similarities, tensor of shape (n_queries, rows); clears the thresholds.
+
+        A view of the filter's buffer (bfloat16 or float32), valid until its next product.
+        """
         self.bias.zero_()
-        out = self._product(block).float().numpy()
+        out = self._product(block)
         return out if self.bfloat16 else out.T
 
     def set_thresholds(self, thresholds):
@@ -140,17 +168,23 @@ class _BlockFilter:
         lowered = np.nan_to_num(thresholds - margin, neginf=-np.finfo(np.float32).max)
         self.bias.view(-1).copy_(torch.from_numpy(-lowered.astype(np.float32)))
 
-    def passing(self, block, thresholds=None):
+    def passing(self, block, thresholds=None, *, pairs=False):
         """Rows (increasing) whose similarity may reach some query's threshold.
 
         ``thresholds`` (float64, one per query) replaces those set before.
+        With ``pairs=True``, also returns a boolean array of shape (rows,
+        n_queries): which of the queries' thresholds each row may reach.
         """
         if thresholds is not None:
             self.set_thresholds(thresholds)
         out = self._product(block)
         signs = out.view(torch.int16 if self.bfloat16 else torch.int32)
-        signs = torch.amax(signs, dim=0 if self.bfloat16 else 1)
-        return torch.nonzero(signs >= 0).numpy().ravel()
+        if not self.bfloat16:
+            signs = signs.T
+        rows = torch.nonzero(torch.amax(signs, dim=0) >= 0).ravel()
+        if not pairs:
+            return rows.numpy()
+        return rows.numpy(), (signs[:, rows] >= 0).T.numpy()
 
 
 def _block_top_k(values, k):
@@ -249,31 +283,30 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
             # Nothing known yet: k rows score at least the block's k-th best
             # approximate similarity s, so their distances, and the k-th
             # nearest's, are at most that of a similarity of s - bound.
-            scores = torch.from_numpy(first.scores(block))
+            scores = first.scores(block)
             kth = torch.topk(scores, min(k, len(block)), dim=1, sorted=False).values.amin(1)
-            kth = kth.numpy().astype(np.float64)
+            kth = kth.float().numpy().astype(np.float64)
             thresholds = kth - first.score_bound() - 0.5 * (high - low)
             for precision in filters.values():
                 precision.set_thresholds(thresholds)
-        rows = first.passing(block)
+        rows, pairs = first.passing(block, pairs=True)
         if bfloat16 and rows.size > _REFILTER_FRACTION * len(block):
             # Too coarse for this database (tight clusters, duplicates): use
             # float32 here, and for the rest of the search if it persists.
-            rows = filters[False].passing(block)
+            rows, pairs = filters[False].passing(block, pairs=True)
             refiltered += 1
             bfloat16 = refiltered < _REFILTER_LIMIT
         else:
             refiltered = 0
         if rows.size:
-            pending.append((rows + start, block[rows]))
+            pending.append((rows + start, block[rows], pairs))
             n_pending += rows.size
         last = start + block_size >= n_samples
         if pending and (last or n_pending >= _FLUSH_ROWS or len(pending) >= flush_blocks):
             # The exact stage runs on the rows of several blocks at once: its
             # cost is mostly per call. Thresholds meanwhile stay those of the
             # best so far, which are valid, only less tight.
-            indices = np.concatenate([i for i, _ in pending])
-            vectors = np.concatenate([v for _, v in pending])
+            indices, vectors, pairs = (np.concatenate(part) for part in zip(*pending))
             pending, n_pending = [], 0
             flush_blocks = min(2 * flush_blocks, _FLUSH_BLOCKS)
             for chunk in range(0, len(indices), _FLUSH_ROWS):  # bounded float64 copies
@@ -285,6 +318,7 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
                     queries64,
                     half_query_sq,
                     n_samples,
+                    pairs[chunk : chunk + _FLUSH_ROWS],
                 )
             # |q - e|^2 = |q|^2 + |e|^2 - 2 q.e beats the k-th nearest's d^2
             # only if q.e > |q|^2/2 + |e|^2/2 - d^2/2, with |e|^2 >= low.
@@ -309,13 +343,16 @@ def _squared_norm_range(vectors):
     return low, high
 
 
-def _merge_exact(best, best_indices, vectors, indices, queries64, half_query_sq, n_samples):
+def _merge_exact(
+    best, best_indices, vectors, indices, queries64, half_query_sq, n_samples, pairs=None
+):
     """Merge candidate rows into the best so far by their float64 squared distances.
 
     ``vectors`` (float32, one row per candidate, database rows ``indices`` in
-    increasing order) are compared with every query; rows that beat a query's
-    current ``k``-th nearest enter its list, equal distances going to the
-    lower index.
+    increasing order) are compared with every query, or, where ``pairs`` (a
+    boolean array of shape (rows, n_queries)) is given, with the queries it
+    marks; rows that beat a query's current ``k``-th nearest enter its list,
+    equal distances going to the lower index.
     """
     n_queries, k = best.shape
     candidates = vectors.astype(np.float64)
@@ -325,6 +362,8 @@ def _merge_exact(best, best_indices, vectors, indices, queries64, half_query_sq,
     squared = half_query_sq + 0.5 * np.einsum("ij,ij->i", candidates, candidates)[:, None]
     squared -= products
     better = squared < 0.5 * best[:, -1]
+    if pairs is not None:
+        better &= pairs
     owners, positions = np.nonzero(better.T)  # grouped by query
     if owners.size == 0:
         return best, best_indices

@@ -6,6 +6,7 @@ import joblib
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from conftest import make_synthetic_ecgs
 from sklearn.base import clone
 from sklearn.decomposition import PCA
@@ -301,7 +302,7 @@ def test_block_filter_scores_stay_within_the_proven_bound(bfloat16):
     block[7:14] = -queries
     filt = _BlockFilter(queries, len(block), bfloat16=bfloat16)
     exact = queries.astype(np.float64) @ block.T.astype(np.float64)
-    error = np.abs(filt.scores(block) - exact)
+    error = np.abs(filt.scores(block).double().numpy() - exact)
     bound = filt.score_bound()[:, None]
     assert np.all(error <= bound)
     # The bound is not loose by orders of magnitude: it is what the format allows.
@@ -323,12 +324,54 @@ def test_block_filter_keeps_every_row_at_or_above_a_threshold(bfloat16):
         assert np.isin(must, passing).all()
         assert column in passing
         assert np.all(np.diff(passing) > 0)
+        # Per (row, query) pair: every pair at or above its query's threshold is marked.
+        rows, pairs = filt.passing(block, thresholds, pairs=True)
+        np.testing.assert_array_equal(rows, passing)
+        assert pairs.shape == (len(rows), len(queries)) and pairs.dtype == bool
+        assert pairs.any(axis=1).all()
+        reaching = exact[:, rows].T >= thresholds
+        assert np.all(pairs[reaching])
     # A threshold above every similarity lets (almost) nothing through, and
     # -inf (nothing known yet) lets everything through.
     assert filt.passing(block, np.full(len(queries), 1.5)).size == 0
     np.testing.assert_array_equal(
         filt.passing(block, np.full(len(queries), -np.inf)), np.arange(len(block))
     )
+
+
+def test_search_buffers_are_reused_within_a_thread_only():
+    # The filter's buffers outlive a search (no pages faulted in again for the
+    # next one) but are never shared between threads; large ones are not kept.
+    import threading
+
+    from sklearn_crocs import _retrieval
+
+    first = _retrieval._workspace("test", (4, 8), torch.float32)
+    again = _retrieval._workspace("test", (2, 8), torch.float32)
+    assert again.data_ptr() == first.data_ptr()
+    other_dtype = _retrieval._workspace("test", (4, 8), torch.bfloat16)
+    assert other_dtype.data_ptr() != first.data_ptr()
+    seen = []
+    thread = threading.Thread(
+        target=lambda: seen.append(_retrieval._workspace("test", (4, 8), torch.float32))
+    )
+    thread.start()
+    thread.join()
+    assert seen[0].data_ptr() != first.data_ptr()
+    huge = (_retrieval._WORKSPACE_BYTES // 4 + 1,)
+    assert (
+        _retrieval._workspace("huge", huge, torch.float32).data_ptr()
+        != _retrieval._workspace("huge", huge, torch.float32).data_ptr()
+    )
+
+
+def test_consecutive_searches_share_buffers_and_stay_exact():
+    rng = np.random.default_rng(5)
+    database = _unit_rows(rng, 3000, 32)
+    for n_queries in (7, 3, 7):
+        queries = _unit_rows(rng, n_queries, 32)
+        result = _top_k(queries, database, 5, block_size=700)
+        _assert_same_neighbors(result, _brute_force(queries, database, 5))
 
 
 @pytest.mark.parametrize("layout", ["duplicates", "tight clusters"])
@@ -348,9 +391,9 @@ def test_top_k_switches_to_float32_filtering_where_bfloat16_is_too_coarse(layout
     calls = []
     original = _BlockFilter.passing
 
-    def passing(self, block, thresholds=None):
+    def passing(self, block, thresholds=None, **kwargs):
         calls.append(self.bfloat16)
-        return original(self, block, thresholds)
+        return original(self, block, thresholds, **kwargs)
 
     monkeypatch.setattr(_BlockFilter, "passing", passing)
     result = _top_k(queries, database, 10, block_size=500, bfloat16=True)
