@@ -42,8 +42,8 @@ _NORM_SLACK = 2.0**-15
 # such blocks in a row, the rest of the search filters in float32 only.
 _REFILTER_FRACTION = 1 / 4
 _REFILTER_LIMIT = 3
-# A search's buffers of at most this many bytes (the filter's block copy and
-# product, 5.2 MB for 40 queries) are kept for the next search in the same
+# A search's buffers of at most this many bytes each (the filter's block copy
+# and product, 5.2 MB for 40 queries of 128 dimensions) are kept for the next search in the same
 # thread: fresh ones would be faulted in page by page at every search (about
 # 2,500 page faults, 3-6 ms, for 40 queries once glibc returns them to the
 # system between searches).
