@@ -154,6 +154,37 @@ def test_set_training_sets_every_submodule_and_skips_modules_already_in_mode(mon
     assert all(m.training for m in net.criterion_.modules())
 
 
+def test_inference_sets_the_modes_once_per_call_and_matches_evaluation_step(monkeypatch):
+    from skorch.exceptions import NotInitializedError
+
+    with pytest.raises(NotInitializedError):
+        next(_net().forward_iter(np.zeros((2, 1, 64), dtype=np.float32)))
+    rng = np.random.RandomState(0)
+    X = rng.randn(20, 1, 64).astype(np.float32)
+    net = _net(max_epochs=1).fit(X, rng.randint(4, size=20))
+    net.module_.train()
+    calls = []
+    original = CROCSNet._set_training
+    monkeypatch.setattr(
+        CROCSNet,
+        "_set_training",
+        lambda self, mode=True: (calls.append(mode), original(self, mode)),
+    )
+    outputs = list(net.forward_iter(X))  # 3 batches of at most 8
+    assert calls == [False]
+    assert not any(m.training for m in net.module_.modules())
+    assert [len(o) for o in outputs] == [8, 8, 4]
+    assert all(o.is_inference() and o.device.type == "cpu" for o in outputs)
+    batches = _BatchIterator(ArrayDataset(X), 8)
+    expected = torch.cat([net.evaluation_step(batch) for batch in batches])
+    torch.testing.assert_close(torch.cat(outputs), expected, rtol=0, atol=0)
+    # Training mode goes through skorch's own steps (modes set per batch, autograd on).
+    calls.clear()
+    trained = list(net.forward_iter(X, training=True))
+    assert calls == [True, True, True]
+    assert all(o.requires_grad for o in trained)
+
+
 def test_predict_batch_size_auto_keeps_the_largest_activation_within_budget():
     from sklearn_crocs.nn._net import _ACTIVATION_BYTES
 
