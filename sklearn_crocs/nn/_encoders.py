@@ -166,12 +166,10 @@ class CNNEncoder(nn.Module):
             ]
         self.features = nn.Sequential(*layers)
         self.n_flat_features = channels[-1] * length
-        sizes, length = [in_channels * n_timepoints], n_timepoints
-        for c_out in channels:
-            length = _conv_output_length(length, kernel_size, stride)
-            sizes.append(c_out * length)
-            length //= pool_size
-        self.max_activation_size = max(sizes)
+        self.max_activation_size = max(  # the input or a convolution's output
+            in_channels * n_timepoints,
+            *(c * _output_length(n_timepoints, steps[: 2 * i + 1]) for i, c in enumerate(channels)),
+        )
         self.head = nn.Sequential(
             nn.Flatten(),
             nn.Linear(self.n_flat_features, embedding_dim),
