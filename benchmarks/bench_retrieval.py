@@ -7,9 +7,9 @@ embeddings of size 128 for their 10 nearest rows:
   every exact method must pay;
 - *sklearn NearestNeighbors(algorithm="brute")*: scikit-learn's exact search;
 - *PrototypeRetriever.kneighbors*: the package's exact blockwise top-k,
-  which filters each block with a bfloat16 product of proven error bound
-  where the CPU multiplies bfloat16 natively (then refines the few rows left
-  in float64), so it can take less time than the float32 product. The
+  which filters each block with an int8 or bfloat16 product of proven error
+  bound where the CPU multiplies those natively (then refines the few rows
+  left in float64), so it can take less time than the float32 product. The
   retriever is fitted on a small real database, then its ``embeddings_`` are
   replaced by the N benchmark embeddings, so that exactly the code of
   ``kneighbors`` is timed and not the encoder.
@@ -17,8 +17,8 @@ embeddings of size 128 for their 10 nearest rows:
 The embeddings are random unit vectors; the last row repeats the largest N
 with *clustered* embeddings, tight groups around the 40 queries (cosine
 about 0.99 to their query), as CROCS embeddings gather around their
-prototypes: there bfloat16 cannot tell rows apart, and the search falls back
-to float32 filtering.
+prototypes: there int8 and bfloat16 cannot tell rows apart, and the search
+falls back to float32 filtering.
 
 Each (method, N) runs in its own process, a few timed calls after an
 untimed one; all sizes and methods take turns, round after round, so that a
@@ -70,7 +70,6 @@ def _problem(n, clustered=False, seed=0):
 def _retriever(database):
     """A fitted PrototypeRetriever whose index holds ``database``."""
     from sklearn_crocs import CROCSClusterer, PrototypeRetriever
-    from sklearn_crocs._retrieval import _squared_norm_range
 
     rng = np.random.default_rng(1)
     X = rng.standard_normal((64, 400)).astype(np.float32)
@@ -79,9 +78,7 @@ def _retriever(database):
         embedding_dim=DIM, max_epochs=1, validation_fraction=None, random_state=0
     )
     retriever = PrototypeRetriever(model.fit(X, y), n_neighbors=K).fit(X)
-    retriever.embeddings_ = database
-    retriever.n_samples_fit_ = len(database)
-    retriever._sq_norm_range = _squared_norm_range(database)  # as fit records it
+    retriever._set_embeddings(database)  # as fit indexes its embeddings
     return retriever
 
 

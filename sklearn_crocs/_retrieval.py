@@ -37,18 +37,29 @@ _FLUSH_BLOCKS = 8
 # float32 rounding: their squared norms lie within this much of 1 (float32
 # normalisation of a 128-value vector errs by about 1e-7, at most about 1e-5).
 _NORM_SLACK = 2.0**-15
-# A block whose bfloat16 filter keeps more than this fraction of its rows
-# (tight clusters, duplicates) is filtered again in float32; after this many
-# such blocks in a row, the rest of the search filters in float32 only.
+# Block filter precisions, fastest first. A search filters each block in the
+# first precision of its chain that keeps few rows (float32 always ends it).
+_PRECISIONS = ("int8", "bfloat16", "float32")
+# A block whose filter keeps more than this fraction of its rows (tight
+# clusters, duplicates) is filtered again in the next precision; after this
+# many such blocks in a row, the rest of the search starts at the precision
+# that sorted out the last of them.
 _REFILTER_FRACTION = 1 / 4
 _REFILTER_LIMIT = 3
-# A search's buffers of at most this many bytes each (the filter's block copy
-# and product, 5.2 MB for 40 queries of 128 dimensions) are kept for the next search in the same
-# thread: fresh ones would be faulted in page by page at every search (about
-# 2,500 page faults, 3-6 ms, for 40 queries once glibc returns them to the
-# system between searches).
+# int8's error bound is about three times bfloat16's: while the thresholds
+# are still loose, it keeps many more rows than bfloat16, so a search uses it
+# from this block on (about 131,000 rows with blocks of _BLOCK_ROWS).
+_INT8_FROM = 8
+# A search's buffers of at most this many bytes each (the filters' block
+# copies and products: 18.6 MB for the int8 and bfloat16 filters, 40 queries
+# of 128 dimensions) are kept for the next search in the same thread: fresh
+# ones would be faulted in page by page at every search (about 2,500 page
+# faults, 3-6 ms, for 40 queries once glibc returns them to the system
+# between searches).
 _WORKSPACE_BYTES = 16 * 2**20
 _workspace_cache = threading.local()
+# 1.5 * 2**23: adding a float32 number of size <= 2**22 rounds it to an integer.
+_ROUNDING_OFFSET = torch.tensor(1.5 * 2**23)
 
 
 def _workspace(name, shape, dtype):
@@ -89,33 +100,83 @@ def _bfloat16_is_fast():
     return any(getattr(cpu, name, lambda: False)() for name in checks)
 
 
+@functools.cache
+def _int8_works():
+    """Whether this torch multiplies int8 matrices on the CPU (``torch._int_mm``)."""
+    one = torch.ones((1, 8), dtype=torch.int8)
+    try:
+        return torch._int_mm(one, one.T).item() == 8
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@functools.cache
+def _int8_is_fast():
+    """Whether int8 products run natively here (VNNI or AMX) and torch can do them."""
+    cpu = torch.cpu
+    checks = ("_is_vnni_supported", "_is_amx_tile_supported")
+    return any(getattr(cpu, name, lambda: False)() for name in checks) and _int8_works()
+
+
+def _filter_chain(precisions=None):
+    """The filter precisions of a search, fastest first, ending in float32.
+
+    ``None``: the precisions this CPU multiplies natively.
+    """
+    if precisions is None:
+        native = {"int8": _int8_is_fast(), "bfloat16": _bfloat16_is_fast(), "float32": True}
+        return [p for p in _PRECISIONS if native[p]]
+    unknown = set(precisions) - set(_PRECISIONS)
+    if unknown:
+        raise ValueError(f"Unknown filter precisions {sorted(unknown)}; expected {_PRECISIONS}.")
+    return [p for p in _PRECISIONS if p in precisions or p == "float32"]
+
+
 class _BlockFilter:
     """Approximate query-row similarities with a proven error bound.
 
-    One matrix product per block, in bfloat16 (twice the speed of float32
-    where the CPU supports it natively) or float32. Error analysis (Higham,
-    *Accuracy and Stability of Numerical Algorithms*, ch. 3): rounding the
-    inputs to a format of unit roundoff ``u`` changes each product by at most
-    ``(2u + u**2)`` of its size; float32 accumulation of ``n`` terms errs by at
-    most ``gamma = n u32 / (1 - n u32)`` of the sum of their sizes, and the
-    sum of the products' sizes is at most ``|q| |e|`` (Cauchy-Schwarz).
+    One matrix product per block, in ``precision``: ``"int8"`` (about 2.5
+    times bfloat16's speed where the CPU has VNNI or AMX), ``"bfloat16"``
+    (about twice float32's, with AVX512-BF16 or AMX) or ``"float32"``.
+
+    Floating point (Higham, *Accuracy and Stability of Numerical
+    Algorithms*, ch. 3): rounding the inputs to a format of unit roundoff
+    ``u`` changes each product by at most ``(2u + u**2)`` of its size;
+    float32 accumulation of ``n`` terms errs by at most
+    ``gamma = n u32 / (1 - n u32)`` of the sum of their sizes, and the sum of
+    the products' sizes is at most ``|q| |e|`` (Cauchy-Schwarz).
+
+    int8: each query ``q`` is scaled by ``t = 127 / max|q_i|`` and rounded,
+    ``t q = q' + r`` with ``|r_i| <= 1/2``; every row ``e`` by one ``s`` with
+    ``s |e_i| <= 127`` for every value, ``s e = e' + f`` with ``|f_i| <= 1/2`` (and
+    float32 rounding of ``s e``). The integer product ``P = q' . e'`` is
+    exact and ``s t (q . e) - P = q' . f + s (r . e)``, so
+    ``|q . e - P / (s t)| <= (|q'|_1 max|f_i| + s |r| |e|) / (s t)``.
 
     :meth:`passing` takes a threshold per query and returns every row whose
     exact similarity to some query reaches that query's threshold (and a few
-    more). The lowered threshold is subtracted inside the product (``addmm``),
-    and rounding preserves signs, so a row passes when the sign bit of its
-    largest value, read as an integer, is clear: one cheap reduction.
+    more). The lowered threshold is subtracted from the product (inside it,
+    ``addmm``, in floating point), and rounding preserves signs, so a row
+    passes when the sign bit of its largest value, read as an integer, is
+    clear: one cheap reduction.
     """
 
-    def __init__(self, queries, block_rows, *, bfloat16, max_row_norm=1 + _NORM_SLACK):
+    def __init__(
+        self, queries, block_rows, *, precision, max_row_norm=1 + _NORM_SLACK, max_abs=None
+    ):
         n_queries, self.n_features = queries.shape
-        self.bfloat16 = bfloat16
+        self.precision = precision
+        queries64 = queries.astype(np.float64)
+        self.scale = np.linalg.norm(queries64, axis=1) * max_row_norm  # >= |q . e|
+        self.thresholds = None  # set, but not yet taken into the product
+        if precision == "int8":
+            self._init_int8(queries64, block_rows, max_row_norm, max_abs or max_row_norm or 1.0)
+            return
+        bfloat16 = precision == "bfloat16"
         self.u = 2.0**-8 if bfloat16 else 0.0  # inputs rounded to bfloat16
         self.u_out = 2.0**-8 if bfloat16 else 2.0**-24  # result and threshold
         n = self.n_features + 1
         self.gamma = n * 2.0**-24 / (1 - n * 2.0**-24)
-        self.scale = np.linalg.norm(queries.astype(np.float64), axis=1) * max_row_norm
-        self.thresholds = None  # set, but not yet in the bias
         if bfloat16:
             # oneDNN's bfloat16 product is fastest as (queries, rows).
             self.queries = torch.from_numpy(queries).to(torch.bfloat16)
@@ -128,8 +189,39 @@ class _BlockFilter:
             self.bias = torch.zeros((1, n_queries))
             self.out = _workspace("out", (block_rows, n_queries), torch.float32)
 
+    def _init_int8(self, queries64, block_rows, max_row_norm, max_abs):
+        n_queries = len(queries64)
+        peak = np.abs(queries64).max(axis=1)
+        query_scale = 127 / np.where(peak > 0, peak, 1)
+        scaled = queries64 * query_scale[:, None]
+        rounded = np.rint(scaled)
+        self.queries = torch.from_numpy(rounded.astype(np.int8))
+        # One scale for every row, a float32 number (as the product uses it),
+        # with |s e_i| <= 127 for |e_i| <= max_abs: no value is clipped.
+        self.row_scale = float(np.float32(127 / (max_abs * (1 + 2.0**-20))))
+        # A similarity of 1 in units of the integer product, per query.
+        self.unit = self.row_scale * query_scale
+        row_error = 0.5 + 2.0**-10  # rounding to an integer, after float32 scaling
+        query_error = np.linalg.norm(scaled - rounded, axis=1) + 1e-9
+        self.bound = (
+            1.01
+            * (
+                row_error * np.abs(rounded).sum(axis=1)
+                + self.row_scale * query_error * max_row_norm
+            )
+            / self.unit
+        )
+        self.lowest = torch.full((n_queries, 1), -(2**30), dtype=torch.int32)
+        self.staging = _workspace("staging", (block_rows, self.n_features), torch.float32)
+        self.block = _workspace("block", (block_rows, self.n_features), torch.int8)
+        self.out = _workspace("out", (n_queries * block_rows,), torch.int32)
+
     def _product(self, block):
-        """``block . queries + bias`` as (queries, rows) for bfloat16, else (rows, queries)."""
+        """The block's product with the queries, as (queries, rows) except for float32.
+
+        Floating point: ``block . queries + bias``, (rows, queries) for
+        float32; int8: the integer product ``P``.
+        """
         rows = len(block)
         if block.flags.writeable:
             block = torch.from_numpy(block)
@@ -137,35 +229,59 @@ class _BlockFilter:
             with warnings.catch_warnings():  # a read-only memmap block is only read
                 warnings.simplefilter("ignore", UserWarning)
                 block = torch.from_numpy(block)
-        if self.bfloat16:
+        if self.precision == "int8":
+            # Scaled and rounded in one pass: 1.5 * 2**23 + x (|x| <= 127.5)
+            # is a float32 number whose lowest 8 bits hold round(x) as a
+            # two's-complement byte, which the cast to int8 keeps.
+            staging = self.staging[:rows]
+            torch.add(_ROUNDING_OFFSET, block, alpha=self.row_scale, out=staging)
+            self.block[:rows].copy_(staging.view(torch.int32))
+            out = self.out[: len(self.queries) * rows].view(-1, rows)  # must be contiguous
+            return torch._int_mm(self.queries, self.block[:rows].T, out=out)
+        if self.precision == "bfloat16":
             self.block[:rows].copy_(block)
             return torch.addmm(self.bias, self.queries, self.block[:rows].T, out=self.out[:, :rows])
         return torch.addmm(self.bias, block, self.queries, out=self.out[:rows])
 
     def score_bound(self):
         """Bound on |score - similarity| of :meth:`scores`, per query."""
+        if self.precision == "int8":
+            return 1.01 * (self.bound + 2.0**-22 * (self.scale + self.bound))
         u, gamma = self.u, self.gamma
         return 1.01 * (2 * u + u**2 + 2 * gamma + 2 * self.u_out) * self.scale
 
     def scores(self, block):
         """Approximate similarities, tensor of shape (n_queries, rows); clears the thresholds.
 
-        A view of the filter's buffer (bfloat16 or float32), valid until its next product.
+        Floating point: a view of the filter's buffer, valid until its next product.
         """
+        if self.precision == "int8":
+            self.lowest.fill_(-(2**30))
+            self.thresholds = None
+            unit = torch.from_numpy((1 / self.unit).astype(np.float32)[:, None])
+            return self._product(block).float().mul_(unit)
         self.bias.zero_()
         self.thresholds = None
         out = self._product(block)
-        return out if self.bfloat16 else out.T
+        return out if self.precision == "bfloat16" else out.T
 
     def set_thresholds(self, thresholds):
         """Set the threshold of each query (float64 array) for :meth:`passing`.
 
-        Taken into the product's bias at the next :meth:`passing`: a search
-        sets them in every filter, and may use only one.
+        Taken into the product at the next :meth:`passing`: a search sets
+        them in every filter, and may use only one.
         """
         self.thresholds = thresholds
 
-    def _set_bias(self, thresholds):
+    def _take_thresholds(self, thresholds):
+        if self.precision == "int8":
+            # P >= s t (threshold - bound) for every row that reaches the
+            # threshold; one unit lower for the float64 rounding of that
+            # product (clipped to 2**30). -inf lets every product through.
+            lowest = np.floor(self.unit * (thresholds - self.bound)) - 1
+            lowest = np.clip(lowest, -(2**30), 2**30)
+            self.lowest.view(-1).copy_(torch.from_numpy(lowest.astype(np.int32)))
+            return
         u, gamma = self.u, self.gamma
         # Input rounding and accumulation; then the rounding of the product,
         # should the bias be added after it (oneDNN adds it before), and of the
@@ -187,12 +303,15 @@ class _BlockFilter:
         if thresholds is not None:
             self.thresholds = thresholds
         if self.thresholds is not None:
-            self._set_bias(self.thresholds)
+            self._take_thresholds(self.thresholds)
             self.thresholds = None
         out = self._product(block)
-        signs = out.view(torch.int16 if self.bfloat16 else torch.int32)
-        if not self.bfloat16:
-            signs = signs.T
+        if self.precision == "int8":
+            signs = torch.sub(out, self.lowest, out=out)  # |P| <= n 127**2 << 2**30
+        elif self.precision == "bfloat16":
+            signs = out.view(torch.int16)
+        else:
+            signs = out.view(torch.int32).T
         # The few rows found are picked out in numpy: a third of torch's time.
         rows = np.flatnonzero(torch.amax(signs, dim=0).numpy() >= 0)
         if not pairs:
@@ -223,7 +342,9 @@ def _block_top_k(values, k):
     return np.nonzero(keep)[1].reshape(n_rows, k)
 
 
-def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_range=None):
+def _top_k(
+    queries, database, k, *, block_size=None, precisions=None, sq_norm_range=None, max_abs=None
+):
     """Exact ``k`` nearest database rows of each query, for unit vectors.
 
     The database is read in blocks of ``block_size`` rows, so memory does not
@@ -232,8 +353,9 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
     1. *Filter* (:class:`_BlockFilter`): one low-precision matrix product
        with a proven error bound drops every row that cannot come nearer to
        any query than its current ``k``-th nearest: usually almost all rows.
-       It runs in bfloat16 where the CPU multiplies it natively, else (and
-       for blocks where bfloat16 keeps many rows) in float32.
+       It runs in the lowest precision the CPU multiplies natively (int8,
+       else bfloat16, else float32), and again in the next one for blocks
+       where a precision keeps many rows.
     2. *Exact*: the remaining rows, gathered over a few blocks, are compared
        with the queries in float64; their squared Euclidean distances (from
        the float64 dot products and norms) are merged with the best so far,
@@ -255,13 +377,16 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
         ``1 <= k <= n_samples``.
     block_size : int, default=None
         Database rows per block (``_BLOCK_ROWS`` by default).
-    bfloat16 : bool, default=None
-        Filter in bfloat16 (True) or float32 (False); None uses bfloat16 where
-        the CPU supports it natively.
+    precisions : sequence of {"int8", "bfloat16", "float32"}, default=None
+        Filter precisions to use, float32 always among them; None: those the
+        CPU multiplies natively.
     sq_norm_range : (float, float), default=None
         Smallest and largest squared norm of the database rows; None means
         unit vectors: ``1 -+ _NORM_SLACK``. Rows far from unit norm (zero
         embeddings) keep the result exact but weaken the filter.
+    max_abs : float, default=None
+        Largest absolute value in the database (or more), which sets the
+        scale of the int8 filter; None: the largest norm.
 
     Returns
     -------
@@ -274,43 +399,52 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
     n_queries = len(queries)
     n_samples = len(database)
     block_size = min(max(block_size or _BLOCK_ROWS, k), n_samples)  # first block: >= k rows
-    if bfloat16 is None:
-        bfloat16 = _bfloat16_is_fast()
+    chain = _filter_chain(precisions)
     low, high = sq_norm_range or (1 - _NORM_SLACK, 1 + _NORM_SLACK)
-    filters = {
-        precision: _BlockFilter(queries, block_size, bfloat16=precision, max_row_norm=high**0.5)
-        for precision in {False, bfloat16}
-    }
+    thresholds = np.full(n_queries, -np.inf)
+    filters = {}  # built when first used
+
+    def get_filter(precision):
+        if precision not in filters:
+            filters[precision] = _BlockFilter(
+                queries, block_size, precision=precision, max_row_norm=high**0.5, max_abs=max_abs
+            )
+            filters[precision].set_thresholds(thresholds)
+        return filters[precision]
+
     queries64 = torch.from_numpy(queries.T.astype(np.float64))
     half_query_sq = 0.5 * np.einsum("ij,ij->i", queries, queries, dtype=np.float64)
     # Best so far per query: squared distances (increasing) and indices.
     best = np.full((n_queries, k), np.inf)
     best_indices = np.full((n_queries, k), n_samples, dtype=np.intp)
-    refiltered = 0
+    crowded = 0  # blocks in a row where the chain's first precision kept too many rows
     pending, n_pending = [], 0  # rows kept by the filter, waiting for the exact stage
     flush_blocks = 1
     for start in range(0, n_samples, block_size):
         block = np.asarray(database[start : start + block_size], dtype=np.float32)
-        first = filters[bfloat16]
+        block_chain = chain
+        if chain[0] == "int8" and start < _INT8_FROM * block_size:
+            block_chain = chain[1:]  # thresholds still loose
         if start == 0:
             # Nothing known yet: k rows score at least the block's k-th best
             # approximate similarity s, so their distances, and the k-th
             # nearest's, are at most that of a similarity of s - bound.
+            first = get_filter(block_chain[0])
             scores = first.scores(block)
             kth = torch.topk(scores, min(k, len(block)), dim=1, sorted=False).values.amin(1)
             kth = kth.float().numpy().astype(np.float64)
             thresholds = kth - first.score_bound() - 0.5 * (high - low)
-            for precision in filters.values():
-                precision.set_thresholds(thresholds)
-        rows, pairs = first.passing(block, pairs=True)
-        if bfloat16 and rows.size > _REFILTER_FRACTION * len(block):
-            # Too coarse for this database (tight clusters, duplicates): use
-            # float32 here, and for the rest of the search if it persists.
-            rows, pairs = filters[False].passing(block, pairs=True)
-            refiltered += 1
-            bfloat16 = refiltered < _REFILTER_LIMIT
-        else:
-            refiltered = 0
+            for filt in filters.values():
+                filt.set_thresholds(thresholds)
+        for precision in block_chain:  # float32, the last, keeps what it keeps
+            rows, pairs = get_filter(precision).passing(block, pairs=True)
+            if rows.size <= _REFILTER_FRACTION * len(block):
+                break
+        # Precisions too coarse for this database (tight clusters,
+        # duplicates) are dropped for the rest of the search if that persists.
+        crowded = crowded + 1 if precision != block_chain[0] else 0
+        if crowded == _REFILTER_LIMIT:
+            chain, crowded = chain[chain.index(precision) :], 0
         if rows.size:
             pending.append((rows + start, block[rows], pairs))
             n_pending += rows.size
@@ -336,24 +470,27 @@ def _top_k(queries, database, k, *, block_size=None, bfloat16=None, sq_norm_rang
             # |q - e|^2 = |q|^2 + |e|^2 - 2 q.e beats the k-th nearest's d^2
             # only if q.e > |q|^2/2 + |e|^2/2 - d^2/2, with |e|^2 >= low.
             thresholds = half_query_sq + 0.5 * low - 0.5 * best[:, -1]
-            for precision in filters.values():
-                precision.set_thresholds(thresholds)
+            for filt in filters.values():
+                filt.set_thresholds(thresholds)
     distances = _pair_distances(queries, database, best_indices)
     order = np.lexsort((best_indices, distances), axis=1)
     return np.take_along_axis(distances, order, 1), np.take_along_axis(best_indices, order, 1)
 
 
-def _squared_norm_range(vectors):
-    """Smallest and largest squared norm of the rows of ``vectors``, in float64.
+def _value_ranges(vectors):
+    """What an exact search needs to know of the rows of ``vectors``.
 
-    Read in blocks of ``_BLOCK_ROWS`` rows, so a memmap is not loaded whole.
+    Returns ``((low, high), max_abs)``: the smallest and largest squared norm
+    of a row, in float64, and the largest absolute value. Read in blocks of
+    ``_BLOCK_ROWS`` rows, so a memmap is not loaded whole.
     """
-    low, high = np.inf, -np.inf
+    low, high, max_abs = np.inf, -np.inf, 0.0
     for start in range(0, len(vectors), _BLOCK_ROWS):
         block = np.asarray(vectors[start : start + _BLOCK_ROWS])
         sq_norms = np.einsum("ij,ij->i", block, block, dtype=np.float64)
         low, high = min(low, sq_norms.min()), max(high, sq_norms.max())
-    return low, high
+        max_abs = max(max_abs, float(np.abs(block).max()))
+    return (float(low), float(high)), max_abs
 
 
 def _merge_exact(
@@ -492,11 +629,12 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     -----
     The search is exact and reads the database block by block, so memory
     stays bounded however large the database. Each block is first
-    filtered with one bfloat16 matrix product (where the CPU multiplies
-    bfloat16 natively; float32 elsewhere, and for blocks that bfloat16
-    cannot sort out) whose rounding error has a proven bound: only rows
-    that may come nearer to a query than its current ``n_neighbors``-th
-    nearest are kept, and those are compared with the queries in float64.
+    filtered with one low-precision matrix product whose rounding error has
+    a proven bound (int8 or bfloat16 where the CPU multiplies them natively,
+    else float32; a more precise one for blocks that it cannot sort out):
+    only rows that may come nearer to a query than its current
+    ``n_neighbors``-th nearest are kept, and those are compared with the
+    queries in float64.
     Neighbours are chosen by float64 squared Euclidean distance; the
     distances returned are computed directly, in float64, for the
     neighbours found. Equal distances are ordered by increasing database
@@ -593,11 +731,7 @@ default=None
             estimator.fit(X, y, **params)
             crocs = _crocs_step(estimator)
         self.estimator_ = estimator
-        self.embeddings_ = self._embed(X, name="X")
-        self.n_samples_fit_ = len(self.embeddings_)
-        # Exact search needs the range of the squared norms: 1 up to rounding,
-        # or 0 for an encoder output of zeros, which cannot be normalised.
-        self._sq_norm_range = _squared_norm_range(self.embeddings_)
+        self._set_embeddings(self._embed(X, name="X"))
         self.prototypes_, self.prototype_attributes_ = crocs.get_prototypes(self.query)
         self.attribute_names_ = list(crocs.attribute_names_)
         self.query_attributes_ = pd.DataFrame(
@@ -605,6 +739,15 @@ default=None
         )
         self.n_features_in_ = estimator.n_features_in_
         return self
+
+    def _set_embeddings(self, embeddings):
+        """Index ``embeddings``, the unit-norm rows that kneighbors searches."""
+        self.embeddings_ = embeddings
+        self.n_samples_fit_ = len(embeddings)
+        # Exact search needs the range of the squared norms (1 up to rounding,
+        # or 0 for an encoder output of zeros, which cannot be normalised) and
+        # the largest value, which sets the scale of the int8 filter.
+        self._sq_norm_range, self._max_abs = _value_ranges(embeddings)
 
     def _embed(self, X, *, name):
         """Unit-norm float32 embeddings of X, computed ``batch_size`` rows at a time."""
@@ -765,7 +908,11 @@ default=None
                 f"n_samples_fit = {self.n_samples_fit_}, n_samples = {len(vectors)}"
             )
         distances, indices = _top_k(
-            vectors, self.embeddings_, n_neighbors, sq_norm_range=self._sq_norm_range
+            vectors,
+            self.embeddings_,
+            n_neighbors,
+            sq_norm_range=self._sq_norm_range,
+            max_abs=self._max_abs,
         )
         if return_distance:
             return distances, indices

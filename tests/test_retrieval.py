@@ -19,13 +19,25 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_crocs import CROCSClusterer, PrototypeRetriever, _retrieval
-from sklearn_crocs._retrieval import _block_top_k, _BlockFilter, _top_k
+from sklearn_crocs._retrieval import _block_top_k, _BlockFilter, _filter_chain, _int8_works, _top_k
 
 FAST = {"embedding_dim": 16, "max_epochs": 3, "lr": 3e-3, "batch_size": 32}
+NO_INT8 = pytest.mark.skipif(not _int8_works(), reason="no CPU int8 product in torch")
 
 
 def _model(**params):
     return CROCSClusterer(**{**FAST, "validation_fraction": None, "random_state": 0, **params})
+
+
+@pytest.fixture(params=["float32", "bfloat16", pytest.param("int8", marks=NO_INT8)])
+def precision(request, monkeypatch):
+    """Each filter precision, whether or not this CPU multiplies it natively.
+
+    int8 filters from the first block on, as in a search past ``_INT8_FROM``
+    blocks, so that small test databases go through it too.
+    """
+    monkeypatch.setattr(_retrieval, "_INT8_FROM", 0)
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -212,18 +224,17 @@ def _exact_vectors():
     return queries, database
 
 
-@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("max_sparse", [0, 512], ids=["partition", "threshold"])
 @pytest.mark.parametrize("k", [1, 3, 10, 57])
 @pytest.mark.parametrize("block_size", [1, 4, 13, 57, None])
 def test_top_k_with_ties_is_exact_and_block_independent(
-    k, block_size, max_sparse, bfloat16, monkeypatch
+    k, block_size, max_sparse, precision, monkeypatch
 ):
     # Both ways of merging a block's candidates: a partition per query, or
     # all the rows that beat the k-th best so far; both filter precisions.
     monkeypatch.setattr("sklearn_crocs._retrieval._MAX_SPARSE", max_sparse)
     queries, database = _exact_vectors()
-    result = _top_k(queries, database, k, block_size=block_size, bfloat16=bfloat16)
+    result = _top_k(queries, database, k, block_size=block_size, precisions=[precision])
     reference = _brute_force(queries, database, k)
     np.testing.assert_array_equal(result[1], reference[1])  # ties -> lower index
     np.testing.assert_array_equal(result[0], reference[0])
@@ -236,11 +247,10 @@ def test_top_k_with_ties_is_exact_and_block_independent(
         assert set(row[complete]) == set(sk_row[complete])
 
 
-@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("max_sparse", [0, 512], ids=["partition", "threshold"])
 @pytest.mark.parametrize("block_size", [1, 7, 100, 4096])
 def test_top_k_random_chunked_equals_unchunked_equals_sklearn(
-    block_size, max_sparse, bfloat16, monkeypatch
+    block_size, max_sparse, precision, monkeypatch
 ):
     monkeypatch.setattr("sklearn_crocs._retrieval._MAX_SPARSE", max_sparse)
     rng = np.random.RandomState(1)
@@ -248,8 +258,8 @@ def test_top_k_random_chunked_equals_unchunked_equals_sklearn(
     database /= np.linalg.norm(database, axis=1, keepdims=True)
     queries = rng.randn(9, 16).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    chunked = _top_k(queries, database, 10, block_size=block_size, bfloat16=bfloat16)
-    unchunked = _top_k(queries, database, 10, block_size=len(database), bfloat16=not bfloat16)
+    chunked = _top_k(queries, database, 10, block_size=block_size, precisions=[precision])
+    unchunked = _top_k(queries, database, 10, block_size=len(database), precisions=["float32"])
     np.testing.assert_array_equal(chunked[1], unchunked[1])
     np.testing.assert_allclose(chunked[0], unchunked[0], rtol=1e-12)
     _assert_same_neighbors(chunked, _brute_force(queries, database, 10))
@@ -258,9 +268,8 @@ def test_top_k_random_chunked_equals_unchunked_equals_sklearn(
     np.testing.assert_allclose(chunked[0], sk_distances, atol=1e-6)
 
 
-@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("ordered", [False, True], ids=["random", "improving"])
-def test_top_k_default_blocks_on_a_larger_database(ordered, bfloat16):
+def test_top_k_default_blocks_on_a_larger_database(ordered, precision):
     rng = np.random.RandomState(3)
     database = rng.randn(20_000, 8).astype(np.float32)
     database /= np.linalg.norm(database, axis=1, keepdims=True)
@@ -268,13 +277,12 @@ def test_top_k_default_blocks_on_a_larger_database(ordered, bfloat16):
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     if ordered:  # every block beats the previous ones: no cheap threshold
         database = database[np.argsort(database @ queries[0])]
-    result = _top_k(queries, database, 10, bfloat16=bfloat16)
+    result = _top_k(queries, database, 10, precisions=[precision])
     np.testing.assert_array_equal(result[1], _top_k(queries, database, 10, block_size=20_000)[1])
     _assert_same_neighbors(result, _brute_force(queries, database, 10))
 
 
-@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
-def test_top_k_reads_a_memmap_block_by_block(tmp_path, bfloat16):
+def test_top_k_reads_a_memmap_block_by_block(tmp_path, precision):
     rng = np.random.RandomState(2)
     database = rng.randn(300, 8).astype(np.float32)
     database /= np.linalg.norm(database, axis=1, keepdims=True)
@@ -283,7 +291,7 @@ def test_top_k_reads_a_memmap_block_by_block(tmp_path, bfloat16):
     queries = database[[5, 17, 250]]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. torch's warning on read-only arrays
-        distances, indices = _top_k(queries, memmap, 4, block_size=64, bfloat16=bfloat16)
+        distances, indices = _top_k(queries, memmap, 4, block_size=64, precisions=[precision])
     np.testing.assert_array_equal(indices[:, 0], [5, 17, 250])
     np.testing.assert_array_equal(distances[:, 0], 0.0)  # exact, not sqrt(2 - 2 cos)
     _assert_same_neighbors((distances, indices), _brute_force(queries, database, 4))
@@ -294,29 +302,27 @@ def _unit_rows(rng, n, d, dtype=np.float32):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
-def test_block_filter_scores_stay_within_the_proven_bound(bfloat16):
+def test_block_filter_scores_stay_within_the_proven_bound(precision):
     rng = np.random.default_rng(0)
     queries, block = _unit_rows(rng, 7, 128), _unit_rows(rng, 3000, 128)
     block[:7] = queries  # similarities of exactly 1, the largest possible error
     block[7:14] = -queries
-    filt = _BlockFilter(queries, len(block), bfloat16=bfloat16)
+    filt = _BlockFilter(queries, len(block), precision=precision)
     exact = queries.astype(np.float64) @ block.T.astype(np.float64)
     error = np.abs(filt.scores(block).double().numpy() - exact)
     bound = filt.score_bound()[:, None]
     assert np.all(error <= bound)
     # The bound is not loose by orders of magnitude: it is what the format allows.
-    assert error.max() > (0.05 if bfloat16 else 1e-4) * bound.max()
+    assert error.max() > {"float32": 1e-4, "bfloat16": 0.05, "int8": 0.05}[precision] * bound.max()
 
 
-@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
-def test_block_filter_keeps_every_row_at_or_above_a_threshold(bfloat16):
+def test_block_filter_keeps_every_row_at_or_above_a_threshold(precision):
     # Thresholds equal to exact similarities of chosen rows: those rows, and
     # every row above them, must pass for any threshold, however it rounds.
     rng = np.random.default_rng(1)
     queries, block = _unit_rows(rng, 9, 128), _unit_rows(rng, 2000, 128)
     exact = queries.astype(np.float64) @ block.T.astype(np.float64)
-    filt = _BlockFilter(queries, len(block), bfloat16=bfloat16)
+    filt = _BlockFilter(queries, len(block), precision=precision)
     for column in rng.choice(len(block), 40, replace=False):
         thresholds = exact[:, column]
         passing = filt.passing(block, thresholds)
@@ -375,10 +381,17 @@ def test_consecutive_searches_share_buffers_and_stay_exact():
 
 
 @pytest.mark.parametrize("layout", ["duplicates", "tight clusters"])
-def test_top_k_switches_to_float32_filtering_where_bfloat16_is_too_coarse(layout, monkeypatch):
-    # Rows closer together than bfloat16 can tell apart: the bfloat16 filter
-    # keeps whole blocks, so they are filtered again in float32 and, once
-    # that persists, the search goes on in float32. The result stays exact.
+@pytest.mark.parametrize("chain", [["bfloat16"], ["bfloat16", "int8"]], ids=["bfloat16", "int8"])
+def test_top_k_filters_again_more_precisely_where_a_precision_is_too_coarse(
+    layout, chain, monkeypatch
+):
+    # Rows closer together than int8 or bfloat16 can tell apart: such a filter
+    # keeps whole blocks, so they are filtered again in the next precision
+    # and, once that persists, the search goes on in float32. The result
+    # stays exact.
+    if "int8" in chain and not _int8_works():
+        pytest.skip("no CPU int8 product in torch")
+    monkeypatch.setattr(_retrieval, "_INT8_FROM", 0)
     rng = np.random.default_rng(2)
     centres = _unit_rows(rng, 4, 32)
     labels = rng.integers(0, 4, 6000)
@@ -392,19 +405,74 @@ def test_top_k_switches_to_float32_filtering_where_bfloat16_is_too_coarse(layout
     original = _BlockFilter.passing
 
     def passing(self, block, thresholds=None, **kwargs):
-        calls.append(self.bfloat16)
+        calls.append(self.precision)
         return original(self, block, thresholds, **kwargs)
 
     monkeypatch.setattr(_BlockFilter, "passing", passing)
-    result = _top_k(queries, database, 10, block_size=500, bfloat16=True)
+    result = _top_k(queries, database, 10, block_size=500, precisions=chain)
     _assert_same_neighbors(result, _brute_force(queries, database, 10))
-    assert calls[:2] == [True, False]  # the first block, filtered twice
-    assert calls[-2:] == [False, False]  # float32 only, at the end
-    assert calls.count(True) == 3  # _REFILTER_LIMIT blocks in a row
+    coarse = _filter_chain(chain)[:-1]  # fastest first
+    first_block = coarse + ["float32"]
+    assert calls[: len(first_block)] == first_block  # every precision, in order
+    assert calls[-2:] == ["float32", "float32"]  # float32 only, at the end
+    for precision in coarse:
+        assert calls.count(precision) == 3  # _REFILTER_LIMIT blocks in a row
 
 
-@pytest.mark.parametrize("bfloat16", [False, True], ids=["float32", "bfloat16"])
-def test_top_k_is_exact_for_rows_that_are_not_unit_vectors(bfloat16):
+def test_filter_chain_runs_from_the_fastest_precision_to_float32():
+    assert _filter_chain(["int8"]) == ["int8", "float32"]
+    assert _filter_chain(["bfloat16", "int8"]) == ["int8", "bfloat16", "float32"]
+    assert _filter_chain(["float32"]) == ["float32"]
+    native = _filter_chain()
+    assert native[-1] == "float32" and native == _filter_chain(native)
+    with pytest.raises(ValueError, match="Unknown filter precisions"):
+        _filter_chain(["float16"])
+
+
+@NO_INT8
+def test_int8_filters_blocks_once_thresholds_have_tightened(monkeypatch):
+    # int8 keeps many rows while thresholds are loose: the first _INT8_FROM
+    # blocks go through bfloat16; the first block's scores too.
+    rng = np.random.default_rng(7)
+    database, queries = _unit_rows(rng, 5000, 128), _unit_rows(rng, 5, 128)
+    calls = []
+    for method in ("passing", "scores"):
+        original = getattr(_BlockFilter, method)
+
+        def record(self, *args, _original=original, _method=method, **kwargs):
+            calls.append((_method, self.precision))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(_BlockFilter, method, record)
+    result = _top_k(queries, database, 3, block_size=250, precisions=["int8", "bfloat16"])
+    _assert_same_neighbors(result, _brute_force(queries, database, 3))
+    skipped = _retrieval._INT8_FROM
+    assert calls[0] == ("scores", "bfloat16")
+    assert calls[1 : 1 + skipped] == [("passing", "bfloat16")] * skipped
+    assert calls[1 + skipped :] == [("passing", "int8")] * (20 - skipped)
+
+
+@NO_INT8
+def test_int8_filter_rounds_every_value_to_the_nearest_integer_without_wrapping():
+    # Scaling and rounding in one float32 addition: values as large as
+    # max_abs map to +-127 (not wrapped round to -128), all others within
+    # 1/2 (and float32 rounding) of the scaled value.
+    rng = np.random.default_rng(6)
+    block = _unit_rows(rng, 500, 128)
+    max_abs = float(np.abs(block).max())
+    block[0, :4] = [max_abs, -max_abs, 0.0, -0.0]
+    filt = _BlockFilter(block[:3], len(block), precision="int8", max_abs=max_abs)
+    filt._product(block)
+    rounded = filt.block[: len(block)].numpy().astype(np.float64)
+    scaled = block.astype(np.float64) * filt.row_scale
+    assert np.abs(rounded - scaled).max() <= 0.5 + 2**-10
+    np.testing.assert_array_equal(rounded[0, :4], [127, -127, 0, 0])
+    # The filter's integer product is exact: that of the rounded values.
+    product = filt.queries.numpy().astype(np.int64) @ rounded.astype(np.int64).T
+    np.testing.assert_array_equal(filt._product(block).numpy(), product)
+
+
+def test_top_k_is_exact_for_rows_that_are_not_unit_vectors(precision):
     # An encoder may output zeros, which stay zero when normalised: with the
     # database's squared-norm range the search stays exact.
     rng = np.random.default_rng(4)
@@ -418,7 +486,7 @@ def test_top_k_is_exact_for_rows_that_are_not_unit_vectors(bfloat16):
         database,
         25,
         block_size=256,
-        bfloat16=bfloat16,
+        precisions=[precision],
         sq_norm_range=(sq_norms.min(), sq_norms.max()),
     )
     reference = _brute_force(queries, database, 25)
@@ -432,23 +500,25 @@ def test_block_top_k_keeps_lowest_columns_among_ties():
     np.testing.assert_array_equal(_block_top_k(similarities, 3), [[0, 1, 2], [0, 1, 2]])
 
 
-def test_squared_norm_range_reads_a_memmap_in_blocks(tmp_path, monkeypatch):
+def test_value_ranges_read_a_memmap_in_blocks(tmp_path, monkeypatch):
     monkeypatch.setattr(_retrieval, "_BLOCK_ROWS", 100)
     rng = np.random.default_rng(5)
     vectors = rng.standard_normal((1050, 16)).astype(np.float32)
     vectors[1049] = 0.0  # the smallest, in the last, partial block
     vectors[3] *= 10.0  # the largest, in the first
+    vectors[700, 5] = -50.0  # the largest value
     np.save(tmp_path / "e.npy", vectors)
     memmap = np.load(tmp_path / "e.npy", mmap_mode="r")
     sq_norms = np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64)
-    assert _retrieval._squared_norm_range(memmap) == (0.0, sq_norms.max())
+    assert _retrieval._value_ranges(memmap) == ((0.0, sq_norms.max()), 50.0)
 
 
-def test_fit_records_the_squared_norm_range_of_the_database(retriever):
+def test_fit_records_the_value_ranges_of_the_database(retriever):
     low, high = retriever._sq_norm_range
     sq_norms = np.einsum("ij,ij->i", retriever.embeddings_, retriever.embeddings_, dtype=np.float64)
     assert (low, high) == (sq_norms.min(), sq_norms.max())
     assert 1 - 1e-5 < low <= high < 1 + 1e-5
+    assert retriever._max_abs == np.abs(retriever.embeddings_).max()
 
 
 def test_duplicated_ecgs_tie_and_come_in_index_order(model, database):
