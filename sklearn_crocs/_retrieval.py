@@ -48,8 +48,8 @@ _REFILTER_FRACTION = 1 / 4
 _REFILTER_LIMIT = 3
 # int8's error bound is about three times bfloat16's: while the thresholds
 # are still loose, it keeps many more rows than bfloat16, so a search uses it
-# from this block on (about 131,000 rows with blocks of _BLOCK_ROWS).
-_INT8_FROM = 8
+# from this block on (about 65,000 rows with blocks of _BLOCK_ROWS).
+_INT8_FROM = 4
 # A search's buffers of at most this many bytes each (the filters' block
 # copies and products: 18.6 MB for the int8 and bfloat16 filters, 40 queries
 # of 128 dimensions) are kept for the next search in the same thread: fresh
@@ -312,10 +312,14 @@ class _BlockFilter:
             signs = out.view(torch.int16)
         else:
             signs = out.view(torch.int32).T
-        # The few rows found are picked out in numpy: a third of torch's time.
+        # The few rows found are picked out in numpy (a third of torch's
+        # time), along the product's own layout: np.take copies an array that
+        # is not C-contiguous.
         rows = np.flatnonzero(torch.amax(signs, dim=0).numpy() >= 0)
         if not pairs:
             return rows
+        if self.precision == "float32":
+            return rows, np.take(signs.T.numpy(), rows, axis=0) >= 0
         return rows, np.take(signs.numpy(), rows, axis=1).T >= 0
 
 
