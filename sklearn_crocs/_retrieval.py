@@ -265,6 +265,31 @@ class _BlockFilter:
         out = self._product(block)
         return out if self.precision == "bfloat16" else out.T
 
+    def first_pass(self, block, k, spread=0.0):
+        """Thresholds from the ``k`` best scores of a block, and its rows that pass them.
+
+        ``k`` rows score at least the block's ``k``-th best score ``s`` of a
+        query, so their similarities are at least ``s - bound``: its ``k``-th
+        nearest is at least as near as a row of that similarity (and
+        ``spread`` lower, for rows not of unit norm). A row whose similarity
+        reaches a threshold scores at least ``threshold - bound``: the block's
+        rows are compared with that, from the same scores (one product).
+
+        Returns ``thresholds`` (float64, one per query) and what
+        ``passing(block, thresholds, pairs=True)`` returns.
+        """
+        scores = self.scores(block)
+        kth = torch.topk(scores, min(k, len(block)), dim=1, sorted=False).values.amin(1)
+        bound = self.score_bound()
+        thresholds = kth.double().numpy() - bound - spread
+        cut = thresholds - bound
+        # Exact comparisons in float32: the largest float32 number <= cut.
+        cut32 = cut.astype(np.float32)
+        cut32 = np.where(cut32 > cut, np.nextafter(cut32, np.float32(-np.inf)), cut32)
+        reach = scores.float().numpy() >= cut32[:, None]
+        rows = np.flatnonzero(reach.any(axis=0))
+        return thresholds, rows, np.take(reach, rows, axis=1).T
+
     def set_thresholds(self, thresholds):
         """Set the threshold of each query (float64 array) for :meth:`passing`.
 
@@ -429,19 +454,15 @@ def _top_k(
         block_chain = chain
         if chain[0] == "int8" and start < _INT8_FROM * block_size:
             block_chain = chain[1:]  # thresholds still loose
-        if start == 0:
-            # Nothing known yet: k rows score at least the block's k-th best
-            # approximate similarity s, so their distances, and the k-th
-            # nearest's, are at most that of a similarity of s - bound.
-            first = get_filter(block_chain[0])
-            scores = first.scores(block)
-            kth = torch.topk(scores, min(k, len(block)), dim=1, sorted=False).values.amin(1)
-            kth = kth.float().numpy().astype(np.float64)
-            thresholds = kth - first.score_bound() - 0.5 * (high - low)
-            for filt in filters.values():
-                filt.set_thresholds(thresholds)
         for precision in block_chain:  # float32, the last, keeps what it keeps
-            rows, pairs = get_filter(precision).passing(block, pairs=True)
+            filt = get_filter(precision)
+            if start == 0 and precision == block_chain[0]:
+                # Nothing known yet: thresholds from this block's scores.
+                thresholds, rows, pairs = filt.first_pass(block, k, 0.5 * (high - low))
+                for other in filters.values():
+                    other.set_thresholds(thresholds)
+            else:
+                rows, pairs = filt.passing(block, pairs=True)
             if rows.size <= _REFILTER_FRACTION * len(block):
                 break
         # Precisions too coarse for this database (tight clusters,

@@ -345,6 +345,25 @@ def test_block_filter_keeps_every_row_at_or_above_a_threshold(precision):
     )
 
 
+def test_block_filter_first_pass_thresholds_hold_and_keep_every_row_reaching_them(precision):
+    # The first block sets thresholds from its own scores, and its rows are
+    # filtered with the same scores: the k-th nearest must be at least as
+    # near as the threshold says, and every (row, query) pair at or above it kept.
+    rng = np.random.default_rng(8)
+    queries, block = _unit_rows(rng, 6, 128), _unit_rows(rng, 3000, 128)
+    block[:6] = queries  # similarities of exactly 1
+    exact = queries.astype(np.float64) @ block.T.astype(np.float64)
+    filt = _BlockFilter(queries, len(block), precision=precision)
+    thresholds, rows, pairs = filt.first_pass(block, 10)
+    assert np.all(thresholds <= np.sort(exact, axis=1)[:, -10])
+    reaching = exact >= thresholds[:, None]
+    assert pairs.shape == (len(rows), len(queries)) and pairs.any(axis=1).all()
+    assert np.all(np.diff(rows) > 0)
+    assert np.isin(np.flatnonzero(reaching.any(axis=0)), rows).all()
+    assert np.all(pairs[reaching[:, rows].T])
+    assert rows.size < len(block) / 2  # a filter (int8 the coarsest), not everything
+
+
 def test_search_buffers_are_reused_within_a_thread_only():
     # The filter's buffers outlive a search (no pages faulted in again for the
     # next one) but are never shared between threads; large ones are not kept.
@@ -380,6 +399,20 @@ def test_consecutive_searches_share_buffers_and_stay_exact():
         _assert_same_neighbors(result, _brute_force(queries, database, 5))
 
 
+def _record_verdicts(monkeypatch):
+    """The precision of each filter verdict on a block, in order."""
+    calls = []
+    for method in ("first_pass", "passing"):  # the first block's, the others'
+        original = getattr(_BlockFilter, method)
+
+        def record(self, *args, _original=original, **kwargs):
+            calls.append(self.precision)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(_BlockFilter, method, record)
+    return calls
+
+
 @pytest.mark.parametrize("layout", ["duplicates", "tight clusters"])
 @pytest.mark.parametrize("chain", [["bfloat16"], ["bfloat16", "int8"]], ids=["bfloat16", "int8"])
 def test_top_k_filters_again_more_precisely_where_a_precision_is_too_coarse(
@@ -401,14 +434,7 @@ def test_top_k_filters_again_more_precisely_where_a_precision_is_too_coarse(
         database = centres[labels] + 1e-3 * rng.standard_normal((6000, 32)).astype(np.float32)
         database /= np.linalg.norm(database, axis=1, keepdims=True)
     queries = np.vstack([centres, _unit_rows(rng, 3, 32)])
-    calls = []
-    original = _BlockFilter.passing
-
-    def passing(self, block, thresholds=None, **kwargs):
-        calls.append(self.precision)
-        return original(self, block, thresholds, **kwargs)
-
-    monkeypatch.setattr(_BlockFilter, "passing", passing)
+    calls = _record_verdicts(monkeypatch)
     result = _top_k(queries, database, 10, block_size=500, precisions=chain)
     _assert_same_neighbors(result, _brute_force(queries, database, 10))
     coarse = _filter_chain(chain)[:-1]  # fastest first
@@ -435,21 +461,11 @@ def test_int8_filters_blocks_once_thresholds_have_tightened(monkeypatch):
     # blocks go through bfloat16; the first block's scores too.
     rng = np.random.default_rng(7)
     database, queries = _unit_rows(rng, 5000, 128), _unit_rows(rng, 5, 128)
-    calls = []
-    for method in ("passing", "scores"):
-        original = getattr(_BlockFilter, method)
-
-        def record(self, *args, _original=original, _method=method, **kwargs):
-            calls.append((_method, self.precision))
-            return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(_BlockFilter, method, record)
+    calls = _record_verdicts(monkeypatch)
     result = _top_k(queries, database, 3, block_size=250, precisions=["int8", "bfloat16"])
     _assert_same_neighbors(result, _brute_force(queries, database, 3))
     skipped = _retrieval._INT8_FROM
-    assert calls[0] == ("scores", "bfloat16")
-    assert calls[1 : 1 + skipped] == [("passing", "bfloat16")] * skipped
-    assert calls[1 + skipped :] == [("passing", "int8")] * (20 - skipped)
+    assert calls == ["bfloat16"] * skipped + ["int8"] * (20 - skipped)
 
 
 @NO_INT8
