@@ -102,12 +102,14 @@ def _bfloat16_is_fast():
 
 @functools.cache
 def _int8_works():
-    """Whether this torch multiplies int8 matrices on the CPU (``torch._int_mm``)."""
+    """Whether this torch multiplies int8 matrices on the CPU (``torch._int_mm``, into ``out``)."""
     one = torch.ones((1, 8), dtype=torch.int8)
+    out = torch.zeros((1, 1), dtype=torch.int32)
     try:
-        return torch._int_mm(one, one.T).item() == 8
-    except (AttributeError, RuntimeError):
+        torch._int_mm(one, one.T, out=out)
+    except (AttributeError, RuntimeError, TypeError):  # not in this torch, or not on CPU
         return False
+    return out.item() == 8
 
 
 @functools.cache

@@ -455,6 +455,19 @@ def test_filter_chain_runs_from_the_fastest_precision_to_float32():
         _filter_chain(["float16"])
 
 
+def test_search_without_native_int8_or_bfloat16_filters_in_float32(monkeypatch):
+    # A CPU (or torch) without them: the default chain is float32 alone.
+    monkeypatch.setattr(_retrieval, "_int8_is_fast", lambda: False)
+    monkeypatch.setattr(_retrieval, "_bfloat16_is_fast", lambda: False)
+    assert _filter_chain() == ["float32"]
+    calls = _record_verdicts(monkeypatch)
+    rng = np.random.default_rng(9)
+    database, queries = _unit_rows(rng, 3000, 64), _unit_rows(rng, 4, 64)
+    result = _top_k(queries, database, 5, block_size=300)
+    _assert_same_neighbors(result, _brute_force(queries, database, 5))
+    assert set(calls) == {"float32"}
+
+
 @NO_INT8
 def test_int8_filters_blocks_once_thresholds_have_tightened(monkeypatch):
     # int8 keeps many rows while thresholds are loose: the first _INT8_FROM
