@@ -92,12 +92,15 @@ def _crocs_step(estimator):
     return step
 
 
+def _cpu_supports(*checks):
+    """Whether any of ``torch.cpu``'s feature checks (private, may be missing) says yes."""
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
 @functools.cache
 def _bfloat16_is_fast():
     """Whether this CPU multiplies bfloat16 matrices natively (AVX512-BF16 or AMX)."""
-    cpu = torch.cpu
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(getattr(cpu, name, lambda: False)() for name in checks)
+    return _cpu_supports("_is_avx512_bf16_supported", "_is_amx_tile_supported")
 
 
 @functools.cache
@@ -115,9 +118,7 @@ def _int8_works():
 @functools.cache
 def _int8_is_fast():
     """Whether int8 products run natively here (VNNI or AMX) and torch can do them."""
-    cpu = torch.cpu
-    checks = ("_is_vnni_supported", "_is_amx_tile_supported")
-    return any(getattr(cpu, name, lambda: False)() for name in checks) and _int8_works()
+    return _cpu_supports("_is_vnni_supported", "_is_amx_tile_supported") and _int8_works()
 
 
 def _filter_chain(precisions=None):
@@ -384,9 +385,10 @@ def _top_k(
     1. *Filter* (:class:`_BlockFilter`): one low-precision matrix product
        with a proven error bound drops every row that cannot come nearer to
        any query than its current ``k``-th nearest: usually almost all rows.
-       It runs in the lowest precision the CPU multiplies natively (int8,
-       else bfloat16, else float32), and again in the next one for blocks
-       where a precision keeps many rows.
+       It runs in the lowest precision the CPU multiplies natively (int8
+       from block ``_INT8_FROM`` on, else bfloat16, else float32), and again
+       in the next one for blocks where a precision keeps many rows. The
+       first block is filtered with the scores that set the first thresholds.
     2. *Exact*: the remaining rows, gathered over a few blocks, are compared
        with the queries in float64; their squared Euclidean distances (from
        the float64 dot products and norms) are merged with the best so far,
