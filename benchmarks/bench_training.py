@@ -8,8 +8,10 @@ Cases, each measured in its own process on the same random data:
   modules called in turn), the CROCS loss written out in a few lines,
   ``DataLoader(TensorDataset(X, y), batch_size, shuffle=True)`` and Adam;
 - *plain loop, same model*: the package's encoder and ``CROCSLoss`` driven by a
-  hand-written loop over contiguous batch slices (no estimator, no skorch), to
-  isolate what the estimator itself costs;
+  hand-written loop over contiguous batch slices (no estimator, no skorch),
+  inside the ``retained_heap`` context that ``CROCSNet.fit_loop`` uses (freed
+  memory stays mapped between steps, on Linux with glibc), to isolate what the
+  estimator itself costs;
 - ``CROCSClusterer.fit`` (no validation split) and ``transform``.
 
 Embedding compares ``transform`` with the reference layers' forward pass in
@@ -165,13 +167,21 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256):
     optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4)
     model.train()
 
-    def run():
+    def steps():
         for _ in range(epochs):
             for xb, yb in batches():
                 optimizer.zero_grad()
                 loss = criterion(model(xb), yb)
                 loss.backward()
                 optimizer.step()
+
+    def run():
+        if not same_model:
+            return steps()
+        from sklearn_crocs.nn._heap import retained_heap
+
+        with retained_heap():
+            steps()
 
     reset_peak_rss()
     times = repeat(run, repeats)

@@ -1,0 +1,161 @@
+"""retained_heap: freed memory stays mapped inside, the C library's settings come back outside."""
+
+import resource
+import threading
+
+import numpy as np
+import pytest
+import torch
+from skorch.callbacks import Callback
+
+from sklearn_crocs.nn import _heap
+from sklearn_crocs.nn._heap import retained_heap
+
+# 64 MiB: over the largest mmap threshold glibc ever sets by itself (32 MiB).
+_LARGE = 2**24
+
+
+class _RecordingLibc:
+    """Stands in for glibc: records mallopt and malloc_trim calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def mallopt(self, param, value):
+        self.calls.append(("mallopt", param, value))
+        return 1
+
+    def malloc_trim(self, pad):
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+@pytest.fixture
+def fake_libc(monkeypatch):
+    libc = _RecordingLibc()
+    monkeypatch.setattr(_heap, "_glibc", lambda: libc)
+    return libc
+
+
+def _page_faults(function):
+    """Minor page faults of this process while ``function`` runs."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    function()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+def _touch_large_tensor():
+    torch.ones(_LARGE).sum()  # writes, then frees, 64 MiB through malloc
+
+
+def _transparent_huge_pages_always():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[always]" in f.read()
+    except OSError:
+        return False
+
+
+def test_sets_and_restores_the_limits_once_around_nested_uses(fake_libc):
+    with retained_heap():
+        entered = list(fake_libc.calls)
+        with retained_heap():
+            pass
+        assert fake_libc.calls == entered  # the inner use changes nothing
+    assert entered == [
+        ("mallopt", _heap._M_MMAP_MAX, 0),
+        ("mallopt", _heap._M_TRIM_THRESHOLD, _heap._NO_TRIM),
+    ]
+    assert fake_libc.calls[len(entered) :] == [
+        ("mallopt", _heap._M_MMAP_MAX, _heap._DEFAULT_MMAP_MAX),
+        ("mallopt", _heap._M_MMAP_THRESHOLD, 32 * 2**20),
+        ("mallopt", _heap._M_TRIM_THRESHOLD, 64 * 2**20),
+        ("malloc_trim", 0),
+    ]
+    assert _heap._depth == 0
+
+
+def test_restores_after_an_error_and_across_threads(fake_libc):
+    with pytest.raises(RuntimeError, match="boom"):
+        with retained_heap():
+            raise RuntimeError("boom")
+    assert fake_libc.calls[-1] == ("malloc_trim", 0)
+    assert _heap._depth == 0
+
+    fake_libc.calls.clear()
+    inside, release = threading.Event(), threading.Event()
+
+    def worker():
+        with retained_heap():
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    inside.wait(10)
+    with retained_heap():
+        release.set()
+        thread.join(10)
+    # The thread left first: the limits were restored only when this use ended.
+    assert [call[0] for call in fake_libc.calls] == ["mallopt"] * 2 + ["mallopt"] * 3 + [
+        "malloc_trim"
+    ]
+    assert _heap._depth == 0
+
+
+def test_does_nothing_without_glibc(monkeypatch):
+    monkeypatch.setattr(_heap, "_glibc", lambda: None)
+    with retained_heap():
+        assert _heap._depth == 0
+
+
+@pytest.mark.skipif(_heap._glibc() is None, reason="needs Linux with glibc")
+def test_large_buffers_reuse_mapped_pages_inside_only():
+    pages = _LARGE * 4 // 4096
+    with retained_heap():
+        faults = [_page_faults(_touch_large_tensor) for _ in range(12)]
+    # Inside, once the heap has grown to hold the buffer and the small blocks
+    # allocated between steps (a few steps), each step reuses mapped pages.
+    assert sum(faults[6:]) < pages, faults
+    if not _transparent_huge_pages_always():
+        # Outside, glibc maps a fresh zeroed block again (4 KiB pages, no
+        # transparent huge pages for malloc by default).
+        faults = [_page_faults(_touch_large_tensor) for _ in range(3)]
+        assert min(faults) > pages // 2, faults
+
+
+def test_net_trains_inside_and_leaves_the_heap_as_it_was(fake_libc):
+    from sklearn_crocs.nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet
+
+    depths = []
+
+    class RecordDepth(Callback):
+        def on_batch_begin(self, net, batch=None, training=None, **kwargs):
+            depths.append((training, _heap._depth))
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(32, 1, 64).astype(np.float32), rng.randint(4, size=32)
+    net = CROCSNet(
+        module=CNNEncoder,
+        module__in_channels=1,
+        module__n_timepoints=64,
+        module__embedding_dim=8,
+        module__kernel_size=3,
+        module__stride=1,
+        criterion=CROCSLoss,
+        criterion__combinations=[[0, 0], [0, 1], [1, 0], [1, 1]],
+        criterion__embedding_dim=8,
+        optimizer=torch.optim.Adam,
+        dataset=ArrayDataset,
+        batch_size=16,
+        max_epochs=2,
+        callbacks=[RecordDepth()],
+        verbose=0,
+    ).fit(X, y)
+    assert {depth for training, depth in depths} == {1}
+    assert {training for training, depth in depths} == {True, False}  # and validation
+    assert _heap._depth == 0
+    assert fake_libc.calls[-1] == ("malloc_trim", 0)
+    depths.clear()
+    net.forward(X)  # inference does not touch the heap settings
+    assert _heap._depth == 0
