@@ -9,9 +9,9 @@ Cases, each measured in its own process on the same random data:
   ``DataLoader(TensorDataset(X, y), batch_size, shuffle=True)`` and Adam;
 - *plain loop, same model*: the package's encoder and ``CROCSLoss`` driven by a
   hand-written loop over contiguous batch slices (no estimator, no skorch),
-  inside the ``retained_heap`` context that ``CROCSNet.fit_loop`` uses (freed
-  memory stays mapped between steps, on Linux with glibc), to isolate what the
-  estimator itself costs;
+  with freed memory kept mapped between steps where ``CROCSNet.fit_loop``
+  keeps it (``retain_heap="auto"``: the ResNet at batch 256, on Linux with
+  glibc), to isolate what the estimator itself costs;
 - ``CROCSClusterer.fit`` (no validation split) and ``transform``.
 
 Embedding compares ``transform`` with the reference layers' forward pass in
@@ -179,7 +179,10 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256):
         if not same_model:
             return steps()
         from sklearn_crocs.nn._heap import retained_heap
+        from sklearn_crocs.nn._net import _heap_retention_helps
 
+        if not _heap_retention_helps(model, batch_size):
+            return steps()
         with retained_heap():
             steps()
 

@@ -6,6 +6,7 @@ permutation each epoch) instead of going through a per-sample
 :func:`torch.inference_mode`.
 """
 
+import contextlib
 import warnings
 from copy import deepcopy
 
@@ -17,7 +18,7 @@ from skorch.callbacks import Callback
 from skorch.utils import to_device
 from torch.utils.data import Dataset
 
-from ._heap import retained_heap
+from ._heap import _MMAP_THRESHOLD_MAX, retained_heap
 
 __all__ = ["ArrayDataset", "CROCSNet"]
 
@@ -26,18 +27,41 @@ __all__ = ["ArrayDataset", "CROCSNet"]
 _ACTIVATION_BYTES = 16 * 2**20
 
 
+def _activation_bytes(module):
+    """Bytes per sample of ``module``'s largest tensor, or None if it does not say.
+
+    Read from the ``max_activation_size`` attribute (elements per sample) of
+    the package's encoders, in the parameters' precision.
+    """
+    per_sample = getattr(module, "max_activation_size", None)
+    if per_sample is None:
+        return None
+    return per_sample * next(module.parameters()).element_size()
+
+
 def _auto_batch_size(module, batch_size, device="cpu"):
     """Inference batch size: at most ``batch_size``, fewer on CPU for large activations.
 
-    Fewer where ``module``'s largest tensor per batch (its
-    ``max_activation_size`` elements per sample, if it has that attribute)
-    would exceed ``_ACTIVATION_BYTES``.
+    Fewer where ``module``'s largest tensor per batch (see
+    :func:`_activation_bytes`) would exceed ``_ACTIVATION_BYTES``.
     """
-    per_sample = getattr(module, "max_activation_size", None)
+    per_sample = _activation_bytes(module)
     if per_sample is None or torch.device(device).type != "cpu":
         return batch_size
-    itemsize = next(module.parameters()).element_size()
-    return max(1, min(batch_size, _ACTIVATION_BYTES // (itemsize * per_sample)))
+    return max(1, min(batch_size, _ACTIVATION_BYTES // per_sample))
+
+
+def _heap_retention_helps(module, batch_size, device="cpu"):
+    """Whether a CPU training step allocates blocks that glibc would map afresh every step.
+
+    True where ``module``'s largest tensor per batch exceeds glibc's largest
+    mmap threshold (32 MiB), or where the module does not say how large its
+    tensors are; see :func:`~sklearn_crocs.nn._heap.retained_heap`.
+    """
+    if torch.device(device).type != "cpu":
+        return False
+    per_sample = _activation_bytes(module)
+    return per_sample is None or batch_size * per_sample > _MMAP_THRESHOLD_MAX
 
 
 class ArrayDataset(Dataset):
@@ -197,12 +221,10 @@ class CROCSNet(NeuralNet):
     - modules already in the requested training or evaluation mode are left
       as they are (skorch sets the mode before every batch, and
       ``Module.train`` walks every submodule);
-    - on Linux with glibc, :meth:`fit_loop` keeps freed memory mapped while
-      it trains, so that every step reuses the pages of the last instead of
-      faulting in fresh ones for each tensor over 32 MiB (1.5x the frames/s
-      of the ResNet encoder at batch 256 on 2 CPU cores), and returns the
-      free memory to the system at the end (see
-      ``sklearn_crocs/nn/_heap.py``).
+    - on Linux with glibc, :meth:`fit_loop` can keep freed memory mapped
+      while it trains (``retain_heap``), so that every step reuses the pages
+      of the last instead of faulting in fresh zeroed ones for each tensor
+      over 32 MiB, and returns the free memory to the system at the end.
 
     Parameters
     ----------
@@ -221,6 +243,20 @@ class CROCSNet(NeuralNet):
         2500-sample frames about 1.5x faster in batches of 52 (its largest
         activation, 17 MB) than of 256 (82 MB). Evaluation-mode outputs do
         not depend on the batch size, up to float rounding.
+    retain_heap : bool or "auto", default="auto"
+        Whether :meth:`fit_loop` has the C library keep freed memory mapped
+        while training runs (Linux with glibc; elsewhere nothing changes).
+        glibc hands every freed block over 32 MiB back to the kernel, which
+        zero-fills each page again when the next step touches it: a step of
+        the ResNet encoder on 256 12-lead 2500-sample frames (tensors of 41
+        to 82 MB) took 800,000 page faults and 1.5 s of kernel time of its
+        2.8 s on 2 CPU cores, and trains about 1.4-1.5x faster with the
+        heap kept, at the cost of a third to a half more peak memory (the
+        free space between blocks stays mapped). ``"auto"`` keeps it on CPU where a
+        training batch's largest tensor (the module's
+        ``max_activation_size`` per sample, if it has that attribute) exceeds
+        32 MiB or is unknown. The setting is process-wide while training
+        runs; see ``sklearn_crocs/nn/_heap.py`` for what is restored after.
 
     Examples
     --------
@@ -240,10 +276,13 @@ class CROCSNet(NeuralNet):
     (3, 8)
     """
 
-    def __init__(self, *args, shuffle_seed=0, predict_batch_size=None, **kwargs):
+    def __init__(
+        self, *args, shuffle_seed=0, predict_batch_size=None, retain_heap="auto", **kwargs
+    ):
         super().__init__(*args, **kwargs)
         self.shuffle_seed = shuffle_seed
         self.predict_batch_size = predict_batch_size
+        self.retain_heap = retain_heap
 
     def get_iterator(self, dataset, training=False):
         if not isinstance(dataset, ArrayDataset):
@@ -259,8 +298,13 @@ class CROCSNet(NeuralNet):
         return _BatchIterator(dataset, self._inference_batch_size())
 
     def fit_loop(self, X, y=None, epochs=None, **fit_params):
-        """skorch's fit loop, with freed memory kept mapped between steps (glibc)."""
-        with retained_heap():
+        """skorch's fit loop; freed memory stays mapped between steps if ``retain_heap``."""
+        retain = self.retain_heap
+        if not (isinstance(retain, bool) or retain == "auto"):
+            raise ValueError(f"retain_heap must be True, False or 'auto'; got {retain!r}.")
+        if retain == "auto":
+            retain = _heap_retention_helps(self.module_, self.batch_size, self.device)
+        with retained_heap() if retain else contextlib.nullcontext():
             return super().fit_loop(X, y, epochs, **fit_params)
 
     def _inference_batch_size(self):

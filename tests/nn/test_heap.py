@@ -124,18 +124,10 @@ def test_large_buffers_reuse_mapped_pages_inside_only():
         assert min(faults) > pages // 2, faults
 
 
-def test_net_trains_inside_and_leaves_the_heap_as_it_was(fake_libc):
+def _tiny_net(**kwargs):
     from sklearn_crocs.nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet
 
-    depths = []
-
-    class RecordDepth(Callback):
-        def on_batch_begin(self, net, batch=None, training=None, **kwargs):
-            depths.append((training, _heap._depth))
-
-    rng = np.random.RandomState(0)
-    X, y = rng.randn(32, 1, 64).astype(np.float32), rng.randint(4, size=32)
-    net = CROCSNet(
+    return CROCSNet(
         module=CNNEncoder,
         module__in_channels=1,
         module__n_timepoints=64,
@@ -149,13 +141,48 @@ def test_net_trains_inside_and_leaves_the_heap_as_it_was(fake_libc):
         dataset=ArrayDataset,
         batch_size=16,
         max_epochs=2,
-        callbacks=[RecordDepth()],
         verbose=0,
-    ).fit(X, y)
+        **kwargs,
+    )
+
+
+def _data():
+    rng = np.random.RandomState(0)
+    return rng.randn(32, 1, 64).astype(np.float32), rng.randint(4, size=32)
+
+
+def test_net_trains_inside_and_leaves_the_heap_as_it_was(fake_libc):
+    depths = []
+
+    class RecordDepth(Callback):
+        def on_batch_begin(self, net, batch=None, training=None, **kwargs):
+            depths.append((training, _heap._depth))
+
+    net = _tiny_net(retain_heap=True, callbacks=[RecordDepth()]).fit(*_data())
     assert {depth for training, depth in depths} == {1}
     assert {training for training, depth in depths} == {True, False}  # and validation
     assert _heap._depth == 0
     assert fake_libc.calls[-1] == ("malloc_trim", 0)
-    depths.clear()
-    net.forward(X)  # inference does not touch the heap settings
-    assert _heap._depth == 0
+    calls = len(fake_libc.calls)
+    net.forward(_data()[0])  # inference does not touch the heap settings
+    assert len(fake_libc.calls) == calls
+
+
+def test_auto_retains_only_where_a_batch_has_tensors_over_32_mib(fake_libc):
+    X, y = _data()
+    net = _tiny_net(retain_heap="auto").fit(X, y)
+    # 16 frames x 4 x 62 floats: far below 32 MiB.
+    assert net.module_.max_activation_size * 4 * 16 < 32 * 2**20
+    assert fake_libc.calls == []
+    _tiny_net(retain_heap=False).fit(X, y)
+    assert fake_libc.calls == []
+
+    net.module_.max_activation_size = 2**20  # 16 frames x 4 MiB: 64 MiB per batch
+    net.partial_fit(X, y)
+    assert fake_libc.calls[0] == ("mallopt", _heap._M_MMAP_MAX, 0)
+    fake_libc.calls.clear()
+    del net.module_.max_activation_size  # a module that does not say
+    net.partial_fit(X, y)
+    assert fake_libc.calls[0] == ("mallopt", _heap._M_MMAP_MAX, 0)
+    with pytest.raises(ValueError, match="retain_heap must be True, False or 'auto'"):
+        _tiny_net(retain_heap="always").fit(X, y)
