@@ -252,11 +252,12 @@ class CROCSNet(NeuralNet):
         to 82 MB) took 800,000 page faults and 1.5 s of kernel time of its
         2.8 s on 2 CPU cores, and trains about 1.4-1.5x faster with the
         heap kept, at the cost of a third to a half more peak memory (the
-        free space between blocks stays mapped). ``"auto"`` keeps it on CPU where a
-        training batch's largest tensor (the module's
-        ``max_activation_size`` per sample, if it has that attribute) exceeds
-        32 MiB or is unknown. The setting is process-wide while training
-        runs; see ``sklearn_crocs/nn/_heap.py`` for what is restored after.
+        free space between blocks stays mapped). ``"auto"`` keeps it on CPU
+        where a training batch's largest tensor (the module's
+        ``max_activation_size`` per sample, if it has that attribute)
+        exceeds 32 MiB or is unknown. The setting is process-wide while
+        training runs; see ``sklearn_crocs/nn/_heap.py`` for what is
+        restored after.
 
     Examples
     --------
