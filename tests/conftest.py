@@ -57,6 +57,27 @@ def make_synthetic_ecgs(n_patients=24, frames_per_patient=3, n_leads=1, length=6
     return X, y, np.asarray(groups)
 
 
+def make_small_net(**kwargs):
+    """A CROCSNet with a small CNN on single-lead 64-sample frames and 4 prototypes."""
+    from sklearn_crocs.nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet
+
+    return CROCSNet(
+        module=CNNEncoder,
+        module__in_channels=1,
+        module__n_timepoints=64,
+        module__embedding_dim=8,
+        module__kernel_size=3,
+        module__stride=1,
+        criterion=CROCSLoss,
+        criterion__combinations=np.array([[0, 0], [0, 1], [1, 0], [1, 1]]),
+        criterion__embedding_dim=8,
+        optimizer=torch.optim.Adam,
+        dataset=ArrayDataset,
+        verbose=0,
+        **kwargs,
+    )
+
+
 @pytest.fixture(scope="session")
 def synthetic():
     return make_synthetic_ecgs()

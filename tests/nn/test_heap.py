@@ -6,6 +6,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from conftest import make_small_net
 from skorch.callbacks import Callback
 
 from sklearn_crocs.nn import _heap
@@ -125,25 +126,7 @@ def test_large_buffers_reuse_mapped_pages_inside_only():
 
 
 def _tiny_net(**kwargs):
-    from sklearn_crocs.nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet
-
-    return CROCSNet(
-        module=CNNEncoder,
-        module__in_channels=1,
-        module__n_timepoints=64,
-        module__embedding_dim=8,
-        module__kernel_size=3,
-        module__stride=1,
-        criterion=CROCSLoss,
-        criterion__combinations=[[0, 0], [0, 1], [1, 0], [1, 1]],
-        criterion__embedding_dim=8,
-        optimizer=torch.optim.Adam,
-        dataset=ArrayDataset,
-        batch_size=16,
-        max_epochs=2,
-        verbose=0,
-        **kwargs,
-    )
+    return make_small_net(batch_size=16, max_epochs=2, **kwargs)
 
 
 def _data():

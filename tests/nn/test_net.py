@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 import torch
+from conftest import make_small_net
 
-from sklearn_crocs.nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet
+from sklearn_crocs.nn import ArrayDataset, CROCSNet
 from sklearn_crocs.nn._net import _BatchIterator, _KeepBestState
 
 
@@ -55,23 +56,7 @@ def test_trailing_single_sample_is_merged_not_dropped():
 
 
 def _net(**kwargs):
-    kwargs = {"lr": 1e-2, "batch_size": 8, "train_split": None, **kwargs}
-    combinations = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
-    return CROCSNet(
-        module=CNNEncoder,
-        module__in_channels=1,
-        module__n_timepoints=64,
-        module__embedding_dim=8,
-        module__kernel_size=3,
-        module__stride=1,
-        criterion=CROCSLoss,
-        criterion__combinations=combinations,
-        criterion__embedding_dim=8,
-        optimizer=torch.optim.Adam,
-        dataset=ArrayDataset,
-        verbose=0,
-        **kwargs,
-    )
+    return make_small_net(**{"lr": 1e-2, "batch_size": 8, "train_split": None, **kwargs})
 
 
 def test_net_records_loss_parts_and_optimises_prototypes():
