@@ -1,19 +1,17 @@
 """retained_heap: freed memory stays mapped inside, the C library's settings come back outside."""
 
-import resource
+import json
+import subprocess
+import sys
 import threading
 
 import numpy as np
 import pytest
-import torch
 from conftest import make_small_net
 from skorch.callbacks import Callback
 
 from sklearn_crocs.nn import _heap
 from sklearn_crocs.nn._heap import retained_heap
-
-# 64 MiB: over the largest mmap threshold glibc ever sets by itself (32 MiB).
-_LARGE = 2**24
 
 
 class _RecordingLibc:
@@ -38,15 +36,25 @@ def fake_libc(monkeypatch):
     return libc
 
 
-def _page_faults(function):
-    """Minor page faults of this process while ``function`` runs."""
+# Run in a fresh process, where glibc's heap holds no large free block yet
+# and the buffers come from the main thread's heap (a test worker may run
+# tests in a thread whose arena cannot hold 64 MiB at all).
+_FAULTS_SCRIPT = """
+import json, resource, torch
+from sklearn_crocs.nn._heap import retained_heap
+
+torch.set_num_threads(1)
+
+def faults():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    function()
+    torch.ones(2**24).sum()  # writes, then frees, 64 MiB through malloc
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
-
-def _touch_large_tensor():
-    torch.ones(_LARGE).sum()  # writes, then frees, 64 MiB through malloc
+before = [faults() for _ in range(3)]
+with retained_heap():
+    inside = [faults() for _ in range(12)]
+print(json.dumps([before, inside]))
+"""
 
 
 def _transparent_huge_pages_always():
@@ -111,18 +119,20 @@ def test_does_nothing_without_glibc(monkeypatch):
 
 
 @pytest.mark.skipif(_heap._glibc() is None, reason="needs Linux with glibc")
-def test_large_buffers_reuse_mapped_pages_inside_only():
-    pages = _LARGE * 4 // 4096
-    with retained_heap():
-        faults = [_page_faults(_touch_large_tensor) for _ in range(12)]
+def test_large_buffers_reuse_mapped_pages_inside():
+    # 64 MiB: over the largest mmap threshold glibc ever sets by itself (32 MiB).
+    pages = 2**26 // 4096
+    run = subprocess.run(
+        [sys.executable, "-c", _FAULTS_SCRIPT], capture_output=True, text=True, check=True
+    )
+    before, inside = json.loads(run.stdout)
+    if not _transparent_huge_pages_always():
+        # Without the context glibc maps a fresh zeroed block every time (4 KiB
+        # pages, no transparent huge pages for malloc by default).
+        assert min(before) > pages // 2, before
     # Inside, once the heap has grown to hold the buffer and the small blocks
     # allocated between steps (a few steps), each step reuses mapped pages.
-    assert sum(faults[6:]) < pages, faults
-    if not _transparent_huge_pages_always():
-        # Outside, glibc maps a fresh zeroed block again (4 KiB pages, no
-        # transparent huge pages for malloc by default).
-        faults = [_page_faults(_touch_large_tensor) for _ in range(3)]
-        assert min(faults) > pages // 2, faults
+    assert sum(inside[6:]) < pages, inside
 
 
 def _tiny_net(**kwargs):
