@@ -15,7 +15,10 @@ such faults.)
 :func:`retained_heap` makes glibc keep freed memory in the process while a
 training loop runs (``mallopt``: no ``mmap`` for large blocks, no trimming
 of the heap's top), and on leaving returns the free memory to the system
-(``malloc_trim``). Elsewhere (macOS, Windows, musl) it does nothing.
+(``malloc_trim``). Elsewhere (macOS, Windows, musl) it does nothing. It
+helps most where training runs in the main thread: glibc serves other
+threads from arenas of at most 64 MiB each, and maps any larger block
+afresh whatever the settings.
 """
 
 import contextlib
