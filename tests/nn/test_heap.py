@@ -46,8 +46,11 @@ from sklearn_crocs.nn._heap import retained_heap
 torch.set_num_threads(1)
 
 def faults():
+    # A step: three 64 MiB buffers written, then all freed, which leaves
+    # the heap a free top of 192 MiB (trimmed at glibc's usual thresholds).
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    torch.ones(2**24).sum()  # writes, then frees, 64 MiB through malloc
+    buffers = [torch.ones(2**24) for _ in range(3)]
+    del buffers
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 before = [faults() for _ in range(3)]
@@ -120,8 +123,9 @@ def test_does_nothing_without_glibc(monkeypatch):
 
 @pytest.mark.skipif(_heap._glibc() is None, reason="needs Linux with glibc")
 def test_large_buffers_reuse_mapped_pages_inside():
-    # 64 MiB: over the largest mmap threshold glibc ever sets by itself (32 MiB).
-    pages = 2**26 // 4096
+    # Buffers of 64 MiB: over the largest mmap threshold glibc ever sets by
+    # itself (32 MiB). Pages written per step:
+    pages = 3 * 2**26 // 4096
     run = subprocess.run(
         [sys.executable, "-c", _FAULTS_SCRIPT], capture_output=True, text=True, check=True
     )
