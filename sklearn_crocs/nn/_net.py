@@ -256,8 +256,9 @@ class CROCSNet(NeuralNet):
         where a training batch's largest tensor (the module's
         ``max_activation_size`` per sample, if it has that attribute)
         exceeds 32 MiB or is unknown. The setting is process-wide while
-        training runs; see ``sklearn_crocs/nn/_heap.py`` for what is
-        restored after.
+        training runs; afterwards the free memory is returned to the system
+        and glibc's limits are reset (the user guide's :ref:`performance`
+        page says to what).
 
     Examples
     --------
