@@ -11,13 +11,16 @@ import numpy as np
 import torch
 
 
-def machine_summary():
+def machine_summary(device="cpu"):
     """One line describing where the figures were measured."""
-    return (
+    summary = (
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
         f"numpy {np.__version__}, python {platform.python_version()}"
     )
+    if torch.device(device).type == "cuda":
+        summary += f"; GPU {torch.cuda.get_device_name(device)}"
+    return summary
 
 
 def repeat(fn, repeats):
@@ -31,11 +34,23 @@ def repeat(fn, repeats):
     return np.asarray(times)
 
 
-def matmul_gflops(size=2048, repeats=7):
-    """Median float32 GFLOP/s of a ``size`` x ``size`` matrix product (a practical peak)."""
-    a = torch.randn(size, size)
-    b = torch.randn(size, size)
-    times = repeat(lambda: torch.mm(a, b), repeats)
+def matmul_gflops(size=2048, repeats=7, device="cpu"):
+    """Median float32 GFLOP/s of a ``size`` x ``size`` matrix product (a practical peak).
+
+    On a GPU, with torch's settings as they are (float32 products in full
+    precision unless ``torch.backends.cuda.matmul.allow_tf32`` is set), timed
+    until the device has finished.
+    """
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    cuda = torch.device(device).type == "cuda"
+
+    def product():
+        torch.mm(a, b)
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    times = repeat(product, repeats)
     return 2 * size**3 / float(np.median(times)) / 1e9
 
 

@@ -28,6 +28,11 @@ an untimed warm-up), so that a machine whose speed drifts during the run,
 as shared virtual machines do, slows all cases alike; "vs reference" (and the
 estimator overhead) is the median over rounds of the ratio within each round.
 
+``--device cuda`` runs every case on the GPU (the data stays in host memory
+and each batch is copied over, in the plain loops as in the estimator; the
+clock stops after the device has finished); memory is then the peak of
+torch's CUDA allocator, and the matrix-product peak the GPU's float32 one.
+
 Run ``python benchmarks/bench_training.py`` (``--quick`` for a smoke run).
 """
 
@@ -98,14 +103,14 @@ def reference_model(config):
     return encoder.reference_layers()
 
 
-def inference_batch_size(config, batch_size=256):
-    """The batch size of ``CROCSClusterer.transform`` for ``config`` on CPU."""
+def inference_batch_size(config, batch_size=256, device="cpu"):
+    """The batch size of ``CROCSClusterer.transform`` for ``config`` on ``device``."""
     from sklearn_crocs.nn import CNNEncoder, ResNet1dEncoder
     from sklearn_crocs.nn._net import _auto_batch_size
 
     encoder_class = CNNEncoder if config["encoder"] == "cnn" else ResNet1dEncoder
     encoder = encoder_class(config["leads"], config["length"], config["embedding_dim"])
-    return _auto_batch_size(encoder, batch_size)
+    return _auto_batch_size(encoder, batch_size, device)
 
 
 class PlainCROCSLoss(nn.Module):
@@ -135,7 +140,26 @@ class PlainCROCSLoss(nn.Module):
         return nce + reg
 
 
-def train_plain(config, n, epochs, repeats, same_model, batch_size=256):
+def _synchronize(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _reset_peak_memory(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        reset_peak_rss()
+
+
+def _peak_memory_mb(device):
+    """Peak RSS on CPU; on a GPU, the peak of torch's CUDA allocator."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return rss_mb("VmHWM")
+
+
+def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="cpu"):
     """Frames/s of a hand-written training loop."""
     X, _, codes = _data(n, config["leads"], config["length"])
     torch.manual_seed(0)
@@ -151,7 +175,7 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256):
             order = torch.randperm(n)
             for start in range(0, n, batch_size):
                 idx = order[start : start + batch_size]
-                yield X_t.index_select(0, idx), y_t[idx]
+                yield X_t.index_select(0, idx).to(device), y_t[idx].to(device)
     else:
         model = reference_model(config)
         criterion = PlainCROCSLoss(config["embedding_dim"])
@@ -162,8 +186,11 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256):
         )
 
         def batches():
-            return iter(loader)
+            for xb, yb in loader:
+                yield xb.to(device), yb.to(device)
 
+    model.to(device)
+    criterion.to(device)
     optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4)
     model.train()
 
@@ -176,26 +203,26 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256):
                 optimizer.step()
 
     def run():
-        if not same_model:
-            return steps()
         from sklearn_crocs.nn._heap import retained_heap
         from sklearn_crocs.nn._net import _heap_retention_helps
 
-        if not _heap_retention_helps(model, batch_size):
-            return steps()
-        with retained_heap():
+        if same_model and _heap_retention_helps(model, batch_size, device):
+            with retained_heap():
+                steps()
+        else:
             steps()
+        _synchronize(device)
 
-    reset_peak_rss()
+    _reset_peak_memory(device)
     times = repeat(run, repeats)
     return {
         "times": {"rate": times.tolist()},
         "work": {"rate": epochs * n},
-        "peak_mb": rss_mb("VmHWM"),
+        "peak_mb": _peak_memory_mb(device),
     }
 
 
-def train_estimator(config, n, epochs, repeats, batch_size=256):
+def train_estimator(config, n, epochs, repeats, batch_size=256, device="cpu"):
     """Frames/s of CROCSClusterer.fit (whole fit, and its training epochs alone)."""
     from sklearn_crocs import CROCSClusterer
 
@@ -206,6 +233,7 @@ def train_estimator(config, n, epochs, repeats, batch_size=256):
         max_epochs=epochs,
         batch_size=batch_size,
         validation_fraction=None,
+        device=device,
         random_state=0,
     )
     epoch_times = []
@@ -214,17 +242,17 @@ def train_estimator(config, n, epochs, repeats, batch_size=256):
         model.fit(X, y)
         epoch_times.extend(model.net_.history[:, "dur"])
 
-    reset_peak_rss()
-    times = repeat(run, repeats)
+    _reset_peak_memory(device)
+    times = repeat(run, repeats)  # fit ends with the embeddings in host memory
     epoch_times = epoch_times[epochs:]  # drop the warm-up fit
     return {
         "times": {"rate": times.tolist(), "epoch_rate": list(epoch_times)},
         "work": {"rate": epochs * n, "epoch_rate": n},
-        "peak_mb": rss_mb("VmHWM"),
+        "peak_mb": _peak_memory_mb(device),
     }
 
 
-def embed(config, n, repeats, estimator, batch_size=256):
+def embed(config, n, repeats, estimator, batch_size=256, device="cpu"):
     """Frames/s of the reference forward pass or of CROCSClusterer.transform."""
     X, y, codes = _data(n, config["leads"], config["length"])
     if estimator:
@@ -236,6 +264,7 @@ def embed(config, n, repeats, estimator, batch_size=256):
             embedding_dim=config["embedding_dim"],
             max_epochs=1,
             validation_fraction=None,
+            device=device,
             random_state=0,
         ).fit(X[small], y[small])
 
@@ -243,17 +272,21 @@ def embed(config, n, repeats, estimator, batch_size=256):
             model.transform(X)
     else:
         torch.manual_seed(0)
-        model = reference_model(config).eval()
+        model = reference_model(config).eval().to(device)
         loader = DataLoader(TensorDataset(torch.from_numpy(X)), batch_size=batch_size)
 
-        def run():
+        def run():  # the embeddings in host memory, as transform returns them
             with torch.no_grad():
                 for (xb,) in loader:
-                    F.normalize(model(xb), dim=1)
+                    F.normalize(model(xb.to(device)), dim=1).cpu()
 
-    reset_peak_rss()
+    _reset_peak_memory(device)
     times = repeat(run, repeats)
-    return {"times": {"rate": times.tolist()}, "work": {"rate": n}, "peak_mb": rss_mb("VmHWM")}
+    return {
+        "times": {"rate": times.tolist()},
+        "work": {"rate": n},
+        "peak_mb": _peak_memory_mb(device),
+    }
 
 
 def flops_per_frame(config, training):
@@ -296,8 +329,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
     parser.add_argument("--only", choices=sorted(CONFIGS), help="run one encoder only")
+    parser.add_argument("--device", default="cpu", help='torch device, e.g. "cuda" (default: cpu)')
     args = parser.parse_args(argv)
-    print(f"Machine: {machine_summary()}")
+    device = args.device
+    gpu = torch.device(device).type == "cuda"
+    print(f"Machine: {machine_summary(device)}")
     sizes = {
         "cnn": {"n": 2048 if args.quick else 10240, "epochs": 1 if args.quick else 4, "rounds": 7},
         # The ResNet runs at tens of frames/s on 2 cores: fewer frames, more
@@ -305,15 +341,20 @@ def main(argv=None):
         # mean prototypes and labels_) weighs as in a real fit of many epochs.
         "resnet": {"n": 128 if args.quick else 256, "epochs": 1 if args.quick else 8, "rounds": 3},
     }
+    if gpu and not args.quick:  # a GPU does in a second what takes minutes on 2 cores
+        sizes = {
+            "cnn": {"n": 20480, "epochs": 4, "rounds": 3},
+            "resnet": {"n": 2560, "epochs": 4, "rounds": 3},
+        }
     for name, config in CONFIGS.items():
         if args.only and name != args.only:
             continue
         n, epochs = sizes[name]["n"], sizes[name]["epochs"]
         repeats = 1 if args.quick else sizes[name]["rounds"]
         start = time.perf_counter()
-        peak = matmul_gflops()
+        peak = matmul_gflops(4096 if gpu else 2048, device=device)
         train_flops, forward_flops = flops_per_frame(config, True), flops_per_frame(config, False)
-        common = {"config": config, "n": n}
+        common = {"config": config, "n": n, "device": device}
         ref, same, est = run_rounds(
             "bench_training",
             [
@@ -328,7 +369,7 @@ def main(argv=None):
             "frames/s median [IQR]",
             "vs reference",
             "GFLOP/s (% of matmul)",
-            "peak RSS MB",
+            "peak GPU MB" if gpu else "peak RSS MB",
         ]
         train_row = functools.partial(_row, flops=train_flops, peak=peak)
         print_table(
@@ -350,7 +391,7 @@ def main(argv=None):
         # transform's batch size (at most 256; fewer where the largest activation
         # would leave the CPU caches): the reference also runs at that size, to
         # show how much of the gain the batch size alone gives.
-        batch = inference_batch_size(config)
+        batch = inference_batch_size(config, device=device)
         cases = [("embed", dict(common, estimator=False)), ("embed", dict(common, estimator=True))]
         if batch != 256:
             cases.append(("embed", dict(common, estimator=False, batch_size=batch)))
@@ -368,7 +409,7 @@ def main(argv=None):
         print(
             f"Work per frame (torch.utils.flop_counter): {train_flops / 1e6:,.2f} MFLOP per "
             f"training step, {forward_flops / 1e6:,.2f} MFLOP forward; float32 matmul "
-            f"(2048 x 2048) on this machine now: {peak:.0f} GFLOP/s"
+            f"on this {'GPU' if gpu else 'machine'} now: {peak:,.0f} GFLOP/s"
         )
         print(f"({time.perf_counter() - start:.0f} s)")
 

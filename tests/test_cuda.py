@@ -1,0 +1,101 @@
+"""The encoders and estimators on a CUDA device (skipped where torch sees none, as in CI).
+
+Each check compares the GPU with the CPU on the same weights and inputs, in
+full float32: cuDNN's convolutions otherwise run in TF32 on recent GPUs
+(10-bit mantissas), which the fixture ``exact_float32`` turns off.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import make_synthetic_ecgs
+
+from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+from sklearn_crocs.nn import CNNEncoder, ResNet1dEncoder
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+ENCODERS = [(CNNEncoder, 1, 2500, 128), (ResNet1dEncoder, 12, 2500, 256)]
+
+
+@pytest.fixture
+def exact_float32():
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _relative_error(out, ref):
+    out, ref = out.detach().double().cpu(), ref.detach().double().cpu()
+    return float((out - ref).norm() / ref.norm())
+
+
+@pytest.mark.parametrize(("encoder_class", "leads", "length", "dim"), ENCODERS)
+@pytest.mark.parametrize("grad", [False, True])
+def test_encoder_evaluation_on_cuda_matches_cpu(
+    exact_float32, encoder_class, leads, length, dim, grad
+):
+    torch.manual_seed(0)
+    encoder = encoder_class(leads, length, dim)
+    x = torch.randn(16, leads, length)
+    # Running statistics away from their initial values, so that the folded
+    # batch norms of the inference path are exercised.
+    encoder.train()
+    with torch.no_grad():
+        encoder(x)
+    encoder.eval()
+    gpu = copy.deepcopy(encoder).cuda()
+    with torch.set_grad_enabled(grad):  # no_grad takes the CNN's inference path
+        ref, out = encoder(x), gpu(x.cuda())
+    assert out.device.type == "cuda"
+    assert _relative_error(out, ref) < 1e-5
+
+
+@pytest.mark.parametrize(("encoder_class", "leads", "length", "dim"), ENCODERS)
+def test_encoder_training_step_on_cuda_matches_cpu(
+    exact_float32, encoder_class, leads, length, dim
+):
+    torch.manual_seed(0)
+    kwargs = {"dropout": 0.0} if encoder_class is CNNEncoder else {}
+    encoder = encoder_class(leads, length, dim, **kwargs).train()
+    gpu = copy.deepcopy(encoder).cuda()
+    x = torch.randn(16, leads, length)
+    target = torch.randn(16, dim)
+    for model, inputs in ((encoder, x), (gpu, x.cuda())):
+        loss = F.mse_loss(model(inputs), target.to(inputs.device))
+        loss.backward()
+    for (name, p_cpu), p_gpu in zip(encoder.named_parameters(), gpu.parameters()):
+        assert _relative_error(p_gpu.grad, p_cpu.grad) < 1e-4, name
+    for b_cpu, b_gpu in zip(encoder.buffers(), gpu.buffers()):
+        assert _relative_error(b_gpu.float(), b_cpu.float()) < 1e-5
+
+
+def test_clusterer_fits_on_cuda_and_embeds_as_its_module_does_on_cpu(exact_float32):
+    X, y, groups = make_synthetic_ecgs(n_leads=1, length=600)
+    model = CROCSClusterer(
+        encoder_params={"kernel_size": 5, "stride": 2},
+        max_epochs=3,
+        batch_size=16,
+        device="cuda",
+        random_state=0,
+    ).fit(X, y, groups)
+    assert next(model.net_.module_.parameters()).device.type == "cuda"
+    embeddings = model.transform(X)
+    assert embeddings.dtype == np.float32 and embeddings.shape == (len(X), model.embedding_dim)
+
+    encoder = copy.deepcopy(model.net_.module_).cpu().eval()
+    with torch.inference_mode():
+        ref = F.normalize(encoder(torch.from_numpy(X)), dim=1).numpy()
+    np.testing.assert_allclose(embeddings, ref, rtol=1e-4, atol=1e-5)
+    # Labels are the nearest prototypes of those embeddings.
+    nearest = np.argmax(ref @ model.prototypes_.T, axis=1)
+    np.testing.assert_array_equal(model.labels_, nearest)
+    assert np.isfinite(model.net_.history[-1, "train_loss"])
+
+    retriever = PrototypeRetriever(model, n_neighbors=5).fit(X, y)
+    distances, indices = retriever.kneighbors()
+    assert distances.shape == indices.shape == (len(model.prototypes_), 5)
