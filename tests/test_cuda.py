@@ -56,22 +56,54 @@ def test_encoder_evaluation_on_cuda_matches_cpu(
 
 
 @pytest.mark.parametrize(("encoder_class", "leads", "length", "dim"), ENCODERS)
-def test_encoder_training_step_on_cuda_matches_cpu(
+def test_encoder_training_step_on_cuda_is_as_accurate_as_on_cpu(
     exact_float32, encoder_class, leads, length, dim
 ):
+    # Gradients through training-mode batch norms cancel much of their terms:
+    # float32 ones differ from float64 ones by up to 3e-3 (relative) on the
+    # CPU already. Each parameter's gradient on the GPU must be as close to
+    # the float64 one as the CPU's float32 gradient is, errors measured
+    # against the norm of the whole gradient (a convolution bias before a
+    # batch norm has a gradient of exactly zero, in float32 rounding noise).
     torch.manual_seed(0)
     kwargs = {"dropout": 0.0} if encoder_class is CNNEncoder else {}
     encoder = encoder_class(leads, length, dim, **kwargs).train()
-    gpu = copy.deepcopy(encoder).cuda()
-    x = torch.randn(16, leads, length)
-    target = torch.randn(16, dim)
-    for model, inputs in ((encoder, x), (gpu, x.cuda())):
-        loss = F.mse_loss(model(inputs), target.to(inputs.device))
-        loss.backward()
-    for (name, p_cpu), p_gpu in zip(encoder.named_parameters(), gpu.parameters()):
-        assert _relative_error(p_gpu.grad, p_cpu.grad) < 1e-4, name
-    for b_cpu, b_gpu in zip(encoder.buffers(), gpu.buffers()):
+    models = {
+        "cpu": encoder,
+        "float64": copy.deepcopy(encoder).double(),
+        "cuda": copy.deepcopy(encoder).cuda(),
+    }
+    x, target = torch.randn(16, leads, length), torch.randn(16, dim)
+    for model in models.values():
+        p = next(model.parameters())
+        F.mse_loss(model(x.to(p)), target.to(p)).backward()
+    grads = {k: [p.grad.double().cpu() for p in m.parameters()] for k, m in models.items()}
+    total = torch.cat([g.flatten() for g in grads["float64"]]).norm()
+    names = [name for name, _ in encoder.named_parameters()]
+    for name, ref, cpu, gpu in zip(names, grads["float64"], grads["cpu"], grads["cuda"]):
+        cpu_error, gpu_error = (cpu - ref).norm() / total, (gpu - ref).norm() / total
+        assert gpu_error <= max(4 * cpu_error, 1e-6), (name, float(gpu_error), float(cpu_error))
+    for b_cpu, b_gpu in zip(models["cpu"].buffers(), models["cuda"].buffers()):
         assert _relative_error(b_gpu.float(), b_cpu.float()) < 1e-5
+
+
+def test_batches_are_prefetched_to_the_device_unchanged():
+    from sklearn_crocs.nn import ArrayDataset
+    from sklearn_crocs.nn._net import _BatchIterator
+
+    rng = np.random.default_rng(0)
+    dataset = ArrayDataset(rng.standard_normal((50, 2, 30), dtype=np.float32), np.arange(50) % 7)
+    for shuffle in (False, True):
+        host = list(_BatchIterator(dataset, 8, shuffle=shuffle, seed=1))
+        cuda = list(_BatchIterator(dataset, 8, shuffle=shuffle, seed=1, device="cuda"))
+        assert len(host) == len(cuda) == 7
+        for (xh, yh), (xc, yc) in zip(host, cuda):
+            assert xc.device.type == yc.device.type == "cuda"
+            assert torch.equal(xc.cpu(), xh) and torch.equal(yc.cpu(), yh)
+    unlabelled = ArrayDataset(dataset.X)
+    batches = list(_BatchIterator(unlabelled, 16, device="cuda"))
+    assert all(yb is None for _, yb in batches)
+    assert torch.equal(torch.cat([xb for xb, _ in batches]).cpu(), dataset.X)
 
 
 def test_clusterer_fits_on_cuda_and_embeds_as_its_module_does_on_cpu(exact_float32):

@@ -3,11 +3,13 @@
 Training batches are sliced from one contiguous tensor (shuffled by a seeded
 permutation each epoch) instead of going through a per-sample
 ``Dataset.__getitem__`` and a collate function, and inference runs under
-:func:`torch.inference_mode`.
+:func:`torch.inference_mode`. On a CUDA device, each batch is gathered and
+copied to the device in a background thread while the step before it runs.
 """
 
 import contextlib
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
 
 import numpy as np
@@ -110,6 +112,47 @@ class ArrayDataset(Dataset):
         return self.X[i], (self.y[i] if self.y is not None else torch.tensor(0))
 
 
+_END = object()
+
+
+def _prefetch(batches, load):
+    """Yield ``load(batch)`` for each of ``batches``, the next one prepared in a background thread.
+
+    While the caller works on one batch, a worker thread draws the next from
+    ``batches`` and calls ``load`` on it; an exception raised there is raised
+    here, where that batch would have been yielded. One batch at most is
+    prepared ahead.
+    """
+    iterator = iter(batches)
+
+    def next_loaded():
+        batch = next(iterator, _END)
+        return batch if batch is _END else load(batch)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="crocs-batches") as pool:
+        pending = pool.submit(next_loaded)
+        while (batch := pending.result()) is not _END:
+            pending = pool.submit(next_loaded)
+            yield batch
+
+
+def _to_cuda_loader(device):
+    """``load`` for :func:`_prefetch`: pinned host copy, then an asynchronous copy to ``device``.
+
+    The copies are queued on the stream current at the call (the caller's),
+    so that the steps queued after them on that stream see the batch.
+    """
+    stream = torch.cuda.current_stream(device)
+
+    def load(batch):
+        with torch.cuda.stream(stream):
+            return tuple(
+                None if t is None else t.pin_memory().to(device, non_blocking=True) for t in batch
+            )
+
+    return load
+
+
 class _BatchIterator:
     """Iterate over an :class:`ArrayDataset` in contiguous mini-batches.
 
@@ -118,14 +161,22 @@ class _BatchIterator:
     one ``index_select`` each. A trailing batch of a single sample is merged
     into the previous one during training, because batch normalisation cannot
     train on one sample; no sample is dropped.
+
+    With a CUDA ``device``, batches are yielded on that device: each is
+    gathered, pinned and copied there in a background thread while the caller
+    works on the one before (see :func:`_prefetch`). A training step ends
+    with skorch reading its loss, which waits for the device; gathering the
+    next batch only then (3 ms for 256 12-lead 2500-sample frames) and
+    copying it from pageable memory would leave the GPU idle meanwhile.
     """
 
-    def __init__(self, dataset, batch_size, *, shuffle=False, seed=0, pass_index=0):
+    def __init__(self, dataset, batch_size, *, shuffle=False, seed=0, pass_index=0, device=None):
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
         self.pass_index = pass_index
+        self.device = device
 
     def _bounds(self):
         n = len(self.dataset)
@@ -140,6 +191,12 @@ class _BatchIterator:
         return len(self._bounds())
 
     def __iter__(self):
+        if self.device is not None and torch.device(self.device).type == "cuda":
+            device = torch.device(self.device)
+            return _prefetch(self._host_batches(), _to_cuda_loader(device))
+        return self._host_batches()
+
+    def _host_batches(self):
         X, y = self.dataset.X, self.dataset.y
         order = None
         if self.shuffle:
@@ -296,8 +353,9 @@ class CROCSNet(NeuralNet):
                 shuffle=True,
                 seed=self.shuffle_seed,
                 pass_index=len(self.history),
+                device=self.device,
             )
-        return _BatchIterator(dataset, self._inference_batch_size())
+        return _BatchIterator(dataset, self._inference_batch_size(), device=self.device)
 
     def fit_loop(self, X, y=None, epochs=None, **fit_params):
         """skorch's fit loop; freed memory stays mapped between steps if ``retain_heap``."""

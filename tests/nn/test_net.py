@@ -1,12 +1,14 @@
 """The skorch net: contiguous batching, reproducible shuffling, loss parts and best-epoch restore."""
 
+import threading
+
 import numpy as np
 import pytest
 import torch
 from conftest import make_small_net
 
 from sklearn_crocs.nn import ArrayDataset, CROCSNet
-from sklearn_crocs.nn._net import _BatchIterator, _KeepBestState
+from sklearn_crocs.nn._net import _BatchIterator, _KeepBestState, _prefetch
 
 
 def _dataset(n, leads=1, length=5):
@@ -53,6 +55,49 @@ def test_trailing_single_sample_is_merged_not_dropped():
     assert len(iterator) == 2
     # Without shuffling (inference), batches keep their plain sizes.
     assert [len(xb) for xb, _ in _BatchIterator(_dataset(9), 4)] == [4, 4, 1]
+
+
+def test_prefetch_loads_the_next_batch_in_a_worker_thread_while_the_caller_holds_one():
+    loaded = [threading.Event() for _ in range(4)]
+    in_main_thread = []
+
+    def load(i):
+        in_main_thread.append(threading.current_thread() is threading.main_thread())
+        loaded[i].set()
+        return 10 * i
+
+    out = []
+    for value in _prefetch(iter(range(4)), load):
+        out.append(value)
+        i = value // 10
+        if i + 1 < 4:  # the next one is loaded before the caller asks for it
+            assert loaded[i + 1].wait(timeout=10)
+    assert out == [0, 10, 20, 30]
+    assert in_main_thread == [False] * 4
+
+
+def test_prefetch_raises_errors_where_the_batch_would_come_and_stops_early_cleanly():
+    def batches():
+        yield 1
+        raise ValueError("bad batch")
+
+    iterator = _prefetch(batches(), lambda b: b)
+    assert next(iterator) == 1
+    with pytest.raises(ValueError, match="bad batch"):
+        next(iterator)
+    drawn = []
+    iterator = _prefetch(iter(range(100)), lambda b: drawn.append(b) or b)
+    assert next(iterator) == 0
+    iterator.close()  # the worker finishes the batch it is on, and no more
+    assert drawn in ([0], [0, 1])
+    assert not any(t.name.startswith("crocs-batches") for t in threading.enumerate())
+
+
+def test_batch_iterator_stays_in_host_memory_without_cuda():
+    dataset = _dataset(10)
+    for device in (None, "cpu", torch.device("cpu")):
+        batches = list(_BatchIterator(dataset, 4, device=device))
+        assert batches[0][0].data_ptr() == dataset.X.data_ptr()  # views, no copy
 
 
 def _net(**kwargs):
