@@ -272,7 +272,9 @@ class CROCSNet(NeuralNet):
     - :meth:`get_loss` records the two parts of the loss (``*_nce`` and
       ``*_reg``) in the history, so that they can be printed and plotted;
     - :meth:`get_iterator` slices batches from contiguous tensors of an
-      :class:`ArrayDataset`, shuffled reproducibly from ``shuffle_seed``;
+      :class:`ArrayDataset`, shuffled reproducibly from ``shuffle_seed``; on
+      a CUDA ``device`` a background thread gathers the next batch, pins it
+      and copies it to the device while the current step runs;
     - inference runs under :func:`torch.inference_mode`, with the modules
       set to evaluation mode once per call rather than before every batch;
     - modules already in the requested training or evaluation mode are left
