@@ -316,11 +316,12 @@ def _row(label, result, baseline, key="rate", flops=None, peak=None):
     ratio = paired_ratio(result[key], baseline["rate"])
     memory = f"{result['peak_mb']:.0f}" if key == "rate" else ""
     gflops = result[key]["median"] * flops / 1e9
+    share = 100 * gflops / peak
     return [
         label,
         fmt_rate(result[key]),
         f"{ratio:.2f}x",
-        f"{gflops:.1f} ({100 * gflops / peak:.0f} %)",
+        f"{gflops:,.1f} ({share:.0f} %)" if share >= 1 else f"{gflops:,.1f} ({share:.2f} %)",
         memory,
     ]
 
