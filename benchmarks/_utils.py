@@ -18,7 +18,7 @@ def machine_summary(device="cpu"):
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
         f"numpy {np.__version__}, python {platform.python_version()}"
     )
-    if torch.device(device).type == "cuda":
+    if _is_cuda(device):
         summary += f"; GPU {torch.cuda.get_device_name(device)}"
     return summary
 
@@ -43,12 +43,10 @@ def matmul_gflops(size=2048, repeats=7, device="cpu"):
     """
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
-    cuda = torch.device(device).type == "cuda"
 
     def product():
         torch.mm(a, b)
-        if cuda:
-            torch.cuda.synchronize(device)
+        synchronize(device)
 
     times = repeat(product, repeats)
     return 2 * size**3 / float(np.median(times)) / 1e9
@@ -88,6 +86,31 @@ def rss_mb(field="VmRSS"):
             if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError(f"{field} not found in /proc/self/status")
+
+
+def _is_cuda(device):
+    return torch.device(device).type == "cuda"
+
+
+def synchronize(device):
+    """Wait for the work queued on a CUDA ``device``; nothing to wait for on CPU."""
+    if _is_cuda(device):
+        torch.cuda.synchronize(device)
+
+
+def reset_peak_memory(device):
+    """Reset the peak that :func:`peak_memory_mb` reports for ``device``."""
+    if _is_cuda(device):
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        reset_peak_rss()
+
+
+def peak_memory_mb(device):
+    """Peak RSS of this process on CPU; on a GPU, the peak of torch's CUDA allocator."""
+    if _is_cuda(device):
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return rss_mb("VmHWM")
 
 
 def run_isolated(module, function, **kwargs):

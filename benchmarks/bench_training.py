@@ -52,11 +52,12 @@ from _utils import (
     machine_summary,
     matmul_gflops,
     paired_ratio,
+    peak_memory_mb,
     print_table,
     repeat,
-    reset_peak_rss,
-    rss_mb,
+    reset_peak_memory,
     run_rounds,
+    synchronize,
 )
 
 COMBINATIONS = np.array(list(itertools.product(range(4), range(2), range(4))))  # M = 32
@@ -140,25 +141,6 @@ class PlainCROCSLoss(nn.Module):
         return nce + reg
 
 
-def _synchronize(device):
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _reset_peak_memory(device):
-    if torch.device(device).type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    else:
-        reset_peak_rss()
-
-
-def _peak_memory_mb(device):
-    """Peak RSS on CPU; on a GPU, the peak of torch's CUDA allocator."""
-    if torch.device(device).type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return rss_mb("VmHWM")
-
-
 def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="cpu"):
     """Frames/s of a hand-written training loop."""
     X, _, codes = _data(n, config["leads"], config["length"])
@@ -189,6 +171,9 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
             for xb, yb in loader:
                 yield xb.to(device), yb.to(device)
 
+    from sklearn_crocs.nn._heap import retained_heap
+    from sklearn_crocs.nn._net import _heap_retention_helps
+
     model.to(device)
     criterion.to(device)
     optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4)
@@ -203,22 +188,19 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
                 optimizer.step()
 
     def run():
-        from sklearn_crocs.nn._heap import retained_heap
-        from sklearn_crocs.nn._net import _heap_retention_helps
-
         if same_model and _heap_retention_helps(model, batch_size, device):
             with retained_heap():
                 steps()
         else:
             steps()
-        _synchronize(device)
+        synchronize(device)
 
-    _reset_peak_memory(device)
+    reset_peak_memory(device)
     times = repeat(run, repeats)
     return {
         "times": {"rate": times.tolist()},
         "work": {"rate": epochs * n},
-        "peak_mb": _peak_memory_mb(device),
+        "peak_mb": peak_memory_mb(device),
     }
 
 
@@ -242,13 +224,13 @@ def train_estimator(config, n, epochs, repeats, batch_size=256, device="cpu"):
         model.fit(X, y)
         epoch_times.extend(model.net_.history[:, "dur"])
 
-    _reset_peak_memory(device)
+    reset_peak_memory(device)
     times = repeat(run, repeats)  # fit ends with the embeddings in host memory
     epoch_times = epoch_times[epochs:]  # drop the warm-up fit
     return {
         "times": {"rate": times.tolist(), "epoch_rate": list(epoch_times)},
         "work": {"rate": epochs * n, "epoch_rate": n},
-        "peak_mb": _peak_memory_mb(device),
+        "peak_mb": peak_memory_mb(device),
     }
 
 
@@ -280,12 +262,12 @@ def embed(config, n, repeats, estimator, batch_size=256, device="cpu"):
                 for (xb,) in loader:
                     F.normalize(model(xb.to(device)), dim=1).cpu()
 
-    _reset_peak_memory(device)
+    reset_peak_memory(device)
     times = repeat(run, repeats)
     return {
         "times": {"rate": times.tolist()},
         "work": {"rate": n},
-        "peak_mb": _peak_memory_mb(device),
+        "peak_mb": peak_memory_mb(device),
     }
 
 

@@ -191,8 +191,8 @@ class _BatchIterator:
         return len(self._bounds())
 
     def __iter__(self):
-        if self.device is not None and torch.device(self.device).type == "cuda":
-            device = torch.device(self.device)
+        device = torch.device(self.device or "cpu")
+        if device.type == "cuda":
             return _prefetch(self._host_batches(), _to_cuda_loader(device))
         return self._host_batches()
 
