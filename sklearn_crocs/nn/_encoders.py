@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._layers import ReLUMaxPoolDropout, _Conv1d
+from ._layers import ReLUMaxPoolDropout, _Conv1d, _phases, _polyphase_applies, _polyphase_weight
 
 __all__ = ["CNNEncoder", "ResNet1dEncoder"]
 
@@ -71,7 +71,9 @@ class CNNEncoder(nn.Module):
 
     ``ReLU -> MaxPool1d -> Dropout`` run as one fused step
     (:class:`ReLUMaxPoolDropout`), the first convolution computes no gradient
-    for the input signal, and the stages after the first run as 2-D
+    for the input signal (on CPU with one lead, it runs as a stride-1
+    convolution over the signal's phases: rows of ``stride`` samples read
+    as channels), and the stages after the first run as 2-D
     operations on a ``(batch, channels, 1, time)`` view in the channels-last
     layout, where oneDNN's convolutions, their backward passes and batch
     norms are faster on CPU. In evaluation mode without autograd
@@ -215,8 +217,9 @@ class CNNEncoder(nn.Module):
     def _forward_stages(self, x, stages):
         """The stages with autograd (training, or evaluation with gradients).
 
-        The first stage runs on the input as it comes, through its modules
-        (its convolution computes no gradient for the signal). The output is
+        The first stage runs through its modules in the input's layout (its
+        convolution computes no gradient for the signal, and with one lead on
+        CPU runs over the signal's phases, see :class:`_Conv1d`). The output is
         then viewed as ``(batch, channels, 1, time)`` in the channels-last
         layout, where oneDNN's convolutions, their backward passes and the
         batch norms of the later stages run faster on CPU (2-D operations with
@@ -321,37 +324,6 @@ def _max_pool_last(x, pool_size):
     return h
 
 
-def _polyphase_applies(conv):
-    """Whether a first convolution suits :func:`_first_stage_polyphase`."""
-    return (
-        conv.in_channels == 1
-        and conv.groups == 1
-        and conv.dilation == (1,)
-        and conv.padding == (0,)
-    )
-
-
-def _polyphase_weight(weight, stride, pool_size):
-    """2-D weight for :func:`_first_stage_polyphase`, and its width ``q``.
-
-    With period ``R = stride * pool_size``, the signal is cut into rows of
-    ``R`` samples; output ``i`` of pooling window ``j`` (convolution output
-    ``j * pool_size + i``) starts at sample ``j * R + i * stride``, so it is
-    a product of the weight shifted by ``i * stride`` with rows ``j`` to
-    ``j + q - 1``. Channel ``i * C + c`` of the returned weight, tap ``r``,
-    holds output channel ``c``'s kernel shifted by ``i * stride`` and cut
-    to row ``r``.
-    """
-    channels, _, kernel_size = weight.shape
-    period = stride * pool_size
-    width = -(-((pool_size - 1) * stride + kernel_size) // period)
-    shifted = weight.new_zeros(pool_size, channels, width * period)
-    for i in range(pool_size):
-        shifted[i, :, i * stride : i * stride + kernel_size] = weight[:, 0]
-    shifted = shifted.view(pool_size * channels, width, period).transpose(1, 2)
-    return shifted.unsqueeze(2), width
-
-
 def _first_stage_polyphase(x, weight, bias, stride, pool_size):
     """``relu(max_pool1d(conv1d(x, weight, bias, stride), pool_size))`` for one input channel.
 
@@ -367,17 +339,9 @@ def _first_stage_polyphase(x, weight, bias, stride, pool_size):
     """
     batch, _, length = x.shape
     channels, _, kernel_size = weight.shape
-    period = stride * pool_size
     shifted, width = _polyphase_weight(weight, stride, pool_size)
     n_out = ((length - kernel_size) // stride + 1) // pool_size
-    rows = n_out + width - 1
-    # Zero-pad (or crop) to whole rows; padded samples only meet zero weights.
-    # (Copy, then zero the tail alone: F.pad would fill the whole buffer first.)
-    kept = min(length, rows * period)
-    signal = x.new_empty(batch, rows * period)
-    signal[:, :kept] = x.reshape(batch, length)[:, :kept]
-    signal[:, kept:] = 0
-    phases = signal.view(batch, rows, period).transpose(1, 2).unsqueeze(2)
+    phases = _phases(x, stride * pool_size, n_out + width - 1)
     # Each pooling window's outputs share a bias: max(a + b, c + b) = max(a, c) + b,
     # so the convolution adds it (no pass over a broadcast bias afterwards);
     # torch.cat repeats it in 2 us per call where Tensor.repeat takes 14.

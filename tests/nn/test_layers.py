@@ -146,27 +146,35 @@ def test_cnn_encoder_equals_its_reference_layers(leads, length, params, momentum
     _assert_equal_in_evaluation(encoder, reference, x)
 
 
-def test_cnn_later_stages_run_channels_last(monkeypatch):
+@pytest.mark.parametrize(
+    ("leads", "first"),
+    [
+        (1, ("conv2d", 3, True)),  # over the 3 phases of the stride-3 single-lead signal
+        (2, ("conv1d", 2, False)),  # as it comes
+    ],
+)
+def test_cnn_later_stages_run_channels_last(monkeypatch, leads, first):
     # What makes training fast: after the first stage, the convolutions (forward
-    # and backward) and batch norms run on channels-last (batch, C, 1, time) tensors.
+    # and backward) and batch norms run on channels-last (batch, C, 1, time)
+    # tensors; a single-lead first convolution, over the signal's phases, too.
     torch.manual_seed(0)
-    encoder = CNNEncoder(1, 1000, 8)
+    encoder = CNNEncoder(leads, 1000, 8)
     layouts = []
     conv2d, conv1d = F.conv2d, F.conv1d
 
-    def recording_conv2d(x, *args, **kwargs):
-        layouts.append(("conv2d", x.dim(), x.is_contiguous(memory_format=torch.channels_last)))
-        return conv2d(x, *args, **kwargs)
+    def recording(name, conv):
+        def record(x, *args, **kwargs):
+            channels_last = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
+            layouts.append((name, x.shape[1], channels_last))
+            return conv(x, *args, **kwargs)
 
-    def recording_conv1d(x, *args, **kwargs):
-        layouts.append(("conv1d", x.dim(), x.shape[1]))
-        return conv1d(x, *args, **kwargs)
+        return record
 
-    monkeypatch.setattr(F, "conv2d", recording_conv2d)
-    monkeypatch.setattr(F, "conv1d", recording_conv1d)
-    x = torch.randn(6, 1, 1000)
+    monkeypatch.setattr(F, "conv2d", recording("conv2d", conv2d))
+    monkeypatch.setattr(F, "conv1d", recording("conv1d", conv1d))
+    x = torch.randn(6, leads, 1000)
     encoder(x).sum().backward()
-    assert layouts == [("conv1d", 3, 1), ("conv2d", 4, True), ("conv2d", 4, True)]
+    assert layouts == [first, ("conv2d", 4, True), ("conv2d", 16, True)]
     assert all(p.grad is not None for p in encoder.parameters())
 
 
@@ -309,23 +317,27 @@ def test_fold_batch_norm_equals_conv_then_batch_norm(affine, conv_bias):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("input_grad", [False, True])
+@pytest.mark.parametrize("length", [200, 203])  # single lead: phases padded or cropped
 @pytest.mark.parametrize(
     "params",
     [
         {"in_channels": 1, "out_channels": 4, "kernel_size": 7, "stride": 3},
+        {"in_channels": 1, "out_channels": 3, "kernel_size": 6, "stride": 2, "bias": False},
+        {"in_channels": 1, "out_channels": 2, "kernel_size": 3, "stride": 5},  # stride > kernel
+        {"in_channels": 1, "out_channels": 2, "kernel_size": 4},  # stride 1
         {"in_channels": 4, "out_channels": 6, "kernel_size": 5, "padding": 2, "bias": False},
         {"in_channels": 4, "out_channels": 8, "kernel_size": 3, "dilation": 2, "groups": 2},
         {"in_channels": 2, "out_channels": 3, "kernel_size": 3, "padding": "same"},
     ],
 )
-def test_conv1d_computes_the_gradients_of_nn_conv1d(params, input_grad, dtype):
+def test_conv1d_computes_the_gradients_of_nn_conv1d(params, length, input_grad, dtype):
     torch.manual_seed(0)
     conv = _Conv1d(**params).to(dtype)
     plain = conv.plain()
     assert type(plain) is nn.Conv1d
     assert plain.weight is conv.weight and plain.bias is conv.bias
     assert conv.state_dict().keys() == plain.state_dict().keys()
-    x = torch.randn(5, params["in_channels"], 200, dtype=dtype, requires_grad=input_grad)
+    x = torch.randn(5, params["in_channels"], length, dtype=dtype, requires_grad=input_grad)
     out = conv(x)
     torch.testing.assert_close(out, plain(x))
     upstream = torch.randn_like(out)
