@@ -113,9 +113,9 @@ class CNNEncoder(nn.Module):
     features : torch.nn.Sequential
         The convolutional stages: ``Conv1d``, ``BatchNorm1d`` and
         ``ReLUMaxPoolDropout`` per stage. :meth:`forward` reads their
-        parameters but calls only the first stage's modules (and none in
-        inference), so forward hooks on the others do not run; the modules of
-        :meth:`reference_layers` all run.
+        parameters but calls only the first stage's convolution and batch
+        norm modules (and none in inference), so forward hooks on the others
+        do not run; the modules of :meth:`reference_layers` all run.
     head : torch.nn.Sequential
         ``Flatten -> Linear -> ReLU``.
     n_flat_features : int
@@ -217,20 +217,21 @@ class CNNEncoder(nn.Module):
     def _forward_stages(self, x, stages):
         """The stages with autograd (training, or evaluation with gradients).
 
-        The first stage runs through its modules in the input's layout (its
-        convolution computes no gradient for the signal, and with one lead on
-        CPU runs over the signal's phases, see :class:`_Conv1d`). The output is
-        then viewed as ``(batch, channels, 1, time)`` in the channels-last
+        The first stage runs in the input's layout (its convolution computes
+        no gradient for the signal, and with one lead on CPU runs over the
+        signal's phases, see :class:`_Conv1d`); its pooling step writes the
+        output as ``(batch, channels, 1, time)`` in the channels-last
         layout, where oneDNN's convolutions, their backward passes and the
         batch norms of the later stages run faster on CPU (2-D operations with
         the same parameters; :func:`_batch_norm_nhwc` keeps the running
         statistics as ``BatchNorm1d`` does).
         """
         (conv, bn, pool), *rest = stages
-        h = pool(bn(conv(x)))
         if not rest:
-            return self.head(h)
-        h = h.unsqueeze(2).contiguous(memory_format=torch.channels_last)
+            return self.head(pool(bn(conv(x))))
+        # The pooling step writes its output (and reads its gradient) in the
+        # channels-last layout of the later stages: no separate copy.
+        h = pool._forward_channels_last(bn(conv(x)))
         for conv, bn, pool in rest:
             h = pool(_batch_norm_nhwc(_conv_nhwc(h, conv), bn))
         return self.head(h.squeeze(2))

@@ -61,10 +61,16 @@ class _ReLUMaxPoolDropoutFunction(torch.autograd.Function):
     was kept by dropout. All masks are float tensors of 0 and 1 (or the
     dropout scale): on CPU, element-wise float products are several times
     faster than boolean masks, ``torch.where`` or comparisons.
+
+    With ``to_channels_last``, a 3-D input ``(N, C, L)`` gives its output as
+    ``(N, C, 1, L')`` in the channels-last layout: the last product writes
+    it there, and the backward pass reads its gradient from there, in place
+    of a separate copy each way (the layout :class:`CNNEncoder` runs its
+    later stages in).
     """
 
     @staticmethod
-    def forward(ctx, x, kernel_size, p):
+    def forward(ctx, x, kernel_size, p, to_channels_last=False):
         n = x.shape[-1] // kernel_size
         channels_last = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
         layout = torch.channels_last if channels_last else torch.contiguous_format
@@ -81,13 +87,27 @@ class _ReLUMaxPoolDropoutFunction(torch.autograd.Function):
             mask.mul_(_dropout_scale(maxima, p))
         ctx.save_for_backward(winner, mask)
         ctx.kernel_size, ctx.length, ctx.memory_format = kernel_size, x.shape[-1], layout
-        return maxima.mul_(mask)
+        ctx.to_channels_last = to_channels_last
+        if not to_channels_last:
+            return maxima.mul_(mask)
+        batch, channels, n_out = maxima.shape
+        out = torch.empty(
+            (batch, channels, 1, n_out),
+            dtype=maxima.dtype,
+            device=maxima.device,
+            memory_format=torch.channels_last,
+        )
+        torch.mul(maxima, mask, out=out.squeeze(2))
+        return out
 
     @staticmethod
     def backward(ctx, grad_output):
         winner, mask = ctx.saved_tensors
         k = ctx.kernel_size
-        grad = grad_output * mask
+        if ctx.to_channels_last:  # (N, C, 1, L') in, the masks' layout out
+            grad = torch.mul(grad_output.squeeze(2), mask, out=torch.empty_like(mask))
+        else:
+            grad = grad_output * mask
         # The gradient in the input's memory layout; every element is written below.
         grad_input = torch.empty(
             (*grad.shape[:-1], ctx.length),
@@ -105,7 +125,7 @@ class _ReLUMaxPoolDropoutFunction(torch.autograd.Function):
             grad_input[..., : n * k] = 0
             windows = grad_input[..., : n * k].unflatten(-1, (n, k))
             windows.scatter_(-1, winner.unsqueeze(-1), grad.unsqueeze(-1))
-        return grad_input, None, None
+        return grad_input, None, None, None
 
 
 class ReLUMaxPoolDropout(nn.Module):
@@ -155,6 +175,18 @@ class ReLUMaxPoolDropout(nn.Module):
                 return F.max_pool2d(F.relu(x), (1, self.kernel_size))
             return F.max_pool1d(F.relu(x), self.kernel_size)
         return _ReLUMaxPoolDropoutFunction.apply(x, self.kernel_size, self.p)
+
+    def _forward_channels_last(self, x):
+        """:meth:`forward` of a 3-D input ``(N, C, L)``, as ``(N, C, 1, L')`` in channels-last.
+
+        Equal to ``self(x).unsqueeze(2).contiguous(memory_format=torch.channels_last)``
+        (same dropout draws for the same random state), with one pass over
+        the output fewer each way in training. Module hooks do not run.
+        """
+        if not self.training:
+            out = F.max_pool1d(F.relu(x), self.kernel_size).unsqueeze(2)
+            return out.contiguous(memory_format=torch.channels_last)
+        return _ReLUMaxPoolDropoutFunction.apply(x, self.kernel_size, self.p, True)
 
     def extra_repr(self):
         return f"ReLU -> MaxPool1d({self.kernel_size}) -> Dropout(p={self.p})"

@@ -64,6 +64,33 @@ def test_relu_pool_dropout_on_channels_last_4d_input(kernel_size, p):
             assert (g4 != 0).sum() == kept
 
 
+@pytest.mark.parametrize("kernel_size", [2, 3])
+@pytest.mark.parametrize("p", [0.0, 0.5])
+@pytest.mark.parametrize("train", [True, False])
+def test_relu_pool_dropout_channels_last_output_of_3d_input(kernel_size, p, train):
+    # CNNEncoder's first stage: a (N, C, L) input, its output written as (N, C, 1, L')
+    # channels-last. The same values (same dropout draws) and input gradient as the
+    # layer followed by the copy to that layout.
+    layer = ReLUMaxPoolDropout(kernel_size, p=p).train(train)
+    x = torch.randn(4, 5, 101, dtype=torch.float64)
+    x[0, 0, :6] = 0.0  # ties at zero
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.manual_seed(1)
+    out = layer._forward_channels_last(a)
+    torch.manual_seed(1)
+    expected = layer(b).unsqueeze(2).contiguous(memory_format=torch.channels_last)
+    assert out.shape == (4, 5, 1, 101 // kernel_size)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    grad = torch.randn(out.shape, dtype=torch.float64)
+    (ga,) = torch.autograd.grad(out, a, grad)
+    (gb,) = torch.autograd.grad(expected, b, grad)
+    assert ga.is_contiguous()
+    torch.testing.assert_close(ga, gb, rtol=0, atol=0)
+    if train and p > 0:  # dropout drew a mask: some positive maxima were dropped
+        assert (out == 0).sum() > (F.max_pool1d(x, kernel_size) <= 0).sum()
+
+
 def test_relu_pool_dropout_drops_at_rate_p_and_rescales():
     layer = ReLUMaxPoolDropout(2, p=0.3)
     x = torch.rand(200, 10, 200) + 0.1  # positive, so only dropout zeroes outputs
