@@ -9,7 +9,8 @@ Cases, each measured in its own process on the same random data:
   ``DataLoader(TensorDataset(X, y), batch_size, shuffle=True)`` and Adam;
 - *plain loop, same model*: the package's encoder and ``CROCSLoss`` driven by a
   hand-written loop over contiguous batch slices (no estimator, no skorch),
-  with freed memory kept mapped between steps where ``CROCSNet.fit_loop``
+  with the estimator's optimizer (fused Adam where torch supports it) and
+  freed memory kept mapped between steps where ``CROCSNet.fit_loop``
   keeps it (``retain_heap="auto"``: the ResNet at batch 256, on Linux with
   glibc), to isolate what the estimator itself costs;
 - ``CROCSClusterer.fit`` (no validation split) and ``transform``.
@@ -176,7 +177,13 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
 
     model.to(device)
     criterion.to(device)
-    optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4)
+    # The same model also trains with the estimator's optimizer settings.
+    fused = {}
+    if same_model:
+        from sklearn_crocs._clusterer import _fused_adam_supported
+
+        fused = {"fused": _fused_adam_supported(device)}
+    optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4, **fused)
     model.train()
 
     def steps():
