@@ -177,13 +177,11 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
 
     model.to(device)
     criterion.to(device)
-    # The same model also trains with the estimator's optimizer settings.
-    fused = {}
-    if same_model:
-        from sklearn_crocs._clusterer import _fused_adam_supported
+    from sklearn_crocs._clusterer import _fused_adam_supported
 
-        fused = {"fused": _fused_adam_supported(device)}
-    optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4, **fused)
+    # The same model also trains with the estimator's optimizer settings.
+    options = {"fused": _fused_adam_supported(device)} if same_model else {}
+    optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4, **options)
     model.train()
 
     def steps():
