@@ -269,8 +269,10 @@ class CROCSNet(NeuralNet):
 
     Differences from :class:`skorch.NeuralNet`:
 
-    - :meth:`get_loss` records the two parts of the loss (``*_nce`` and
-      ``*_reg``) in the history, so that they can be printed and plotted;
+    - the two parts of the loss (``*_nce`` and ``*_reg``) are recorded in
+      the history, so that they can be printed and plotted; they are read
+      from the device once the step is done, with one synchronisation (not
+      in the middle of the step, between forward and backward passes);
     - :meth:`get_iterator` slices batches from contiguous tensors of an
       :class:`ArrayDataset`, shuffled reproducibly from ``shuffle_seed``; on
       a CUDA ``device`` a background thread gathers the next batch, pins it
@@ -378,10 +380,29 @@ class CROCSNet(NeuralNet):
     def get_loss(self, y_pred, y_true, X=None, training=False):
         y_true = y_true.to(y_pred.device)
         nce, reg = self.criterion_.loss_parts(y_pred, y_true)
-        prefix = "train" if training else "valid"
-        self.history.record_batch(f"{prefix}_nce", nce.item())
-        self.history.record_batch(f"{prefix}_reg", reg.item())
+        # Recorded when the step is done (_record_loss_parts): reading them
+        # here would make the host wait for the device in mid-step.
+        self._loss_parts = ("train" if training else "valid", nce.detach(), reg.detach())
         return nce + reg
+
+    def _record_loss_parts(self):
+        """Record the loss parts of the last :meth:`get_loss` in the history, in one device read."""
+        parts, self._loss_parts = getattr(self, "_loss_parts", None), None
+        if parts is not None:
+            prefix, *values = parts
+            nce, reg = torch.stack(values).tolist()
+            self.history.record_batch(f"{prefix}_nce", nce)
+            self.history.record_batch(f"{prefix}_reg", reg)
+
+    def train_step(self, batch, **fit_params):
+        step = super().train_step(batch, **fit_params)
+        self._record_loss_parts()
+        return step
+
+    def validation_step(self, batch, **fit_params):
+        step = super().validation_step(batch, **fit_params)
+        self._record_loss_parts()
+        return step
 
     def _set_training(self, training=True):
         for name in self._modules + self._criteria:

@@ -128,6 +128,41 @@ def test_net_records_loss_parts_and_optimises_prototypes():
     assert not out.requires_grad
 
 
+def test_loss_parts_are_read_once_the_step_is_done(monkeypatch):
+    # get_loss must not read values from the device (a host-device
+    # synchronisation between the forward and backward passes on a GPU); the
+    # parts are plain floats in the history before on_batch_end callbacks
+    # run, for training and validation batches alike.
+    from skorch.callbacks import Callback
+
+    seen = []
+
+    class ReadBatchRow(Callback):
+        def on_batch_end(self, net, batch=None, training=None, **kwargs):
+            row = net.history[-1, "batches", -1]
+            prefix = "train" if training else "valid"
+            seen.append((type(row[f"{prefix}_nce"]), type(row[f"{prefix}_reg"])))
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(40, 1, 64).astype(np.float32)
+    y = rng.randint(4, size=40)
+    net = make_small_net(batch_size=8, max_epochs=1, callbacks=[ReadBatchRow()])
+    net.initialize()
+    get_loss = net.get_loss
+
+    def get_loss_without_reads(*args, **kwargs):
+        with monkeypatch.context() as patch:
+            for name in ("item", "tolist", "__float__"):
+                patch.setattr(torch.Tensor, name, lambda *a, **k: pytest.fail("read in get_loss"))
+            return get_loss(*args, **kwargs)
+
+    monkeypatch.setattr(net, "get_loss", get_loss_without_reads)
+    net.partial_fit(X, y)
+    assert len(seen) == 4 + 1  # 32 training and 8 validation frames, batches of 8
+    assert set(seen) == {(float, float)}
+    assert net._loss_parts is None  # no tensor is left on the net (pickles, device memory)
+
+
 def test_keep_best_state_restores_module_and_prototypes():
     rng = np.random.RandomState(0)
     X = rng.randn(30, 1, 64).astype(np.float32)
