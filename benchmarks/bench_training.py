@@ -10,9 +10,9 @@ Cases, each measured in its own process on the same random data:
 - *plain loop, same model*: the package's encoder and ``CROCSLoss`` driven by a
   hand-written loop over contiguous batch slices (no estimator, no skorch),
   with the estimator's optimizer (fused Adam where torch supports it) and
-  freed memory kept mapped between steps where ``CROCSNet.fit_loop``
-  keeps it (``retain_heap="auto"``: the ResNet at batch 256, on Linux with
-  glibc), to isolate what the estimator itself costs;
+  freed memory kept mapped between steps as ``CROCSNet.fit_loop`` keeps it
+  (``retain_heap="auto"``: on CPU, on Linux with glibc), to isolate what the
+  estimator itself costs;
 - ``CROCSClusterer.fit`` (no validation split) and ``transform``.
 
 Embedding compares ``transform`` with the reference layers' forward pass in
@@ -193,7 +193,7 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
                 optimizer.step()
 
     def run():
-        if same_model and _heap_retention_helps(model, batch_size, device):
+        if same_model and _heap_retention_helps(device):
             with retained_heap():
                 steps()
         else:

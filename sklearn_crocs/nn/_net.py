@@ -20,7 +20,7 @@ from skorch.callbacks import Callback
 from skorch.utils import to_device
 from torch.utils.data import Dataset
 
-from ._heap import _MMAP_THRESHOLD_MAX, retained_heap
+from ._heap import retained_heap
 
 __all__ = ["ArrayDataset", "CROCSNet"]
 
@@ -53,17 +53,16 @@ def _auto_batch_size(module, batch_size, device="cpu"):
     return max(1, min(batch_size, _ACTIVATION_BYTES // per_sample))
 
 
-def _heap_retention_helps(module, batch_size, device="cpu"):
-    """Whether a CPU training step allocates blocks that glibc would map afresh every step.
+def _heap_retention_helps(device="cpu"):
+    """Whether training on ``device`` has glibc keep freed memory (``retain_heap="auto"``).
 
-    True where ``module``'s largest tensor per batch exceeds glibc's largest
-    mmap threshold (32 MiB), or where the module does not say how large its
-    tensors are; see :func:`~sklearn_crocs.nn._heap.retained_heap`.
+    On CPU: the steps of the package's encoders free and allocate the same
+    tensors, and glibc hands freed memory back to the kernel (blocks over
+    its mmap threshold; the heap's top beyond its trim threshold), which
+    zero-fills each page again on first touch; see
+    :func:`~sklearn_crocs.nn._heap.retained_heap`.
     """
-    if torch.device(device).type != "cpu":
-        return False
-    per_sample = _activation_bytes(module)
-    return per_sample is None or batch_size * per_sample > _MMAP_THRESHOLD_MAX
+    return torch.device(device).type == "cpu"
 
 
 class ArrayDataset(Dataset):
@@ -283,9 +282,9 @@ class CROCSNet(NeuralNet):
       as they are (skorch sets the mode before every batch, and
       ``Module.train`` walks every submodule);
     - on Linux with glibc, :meth:`fit_loop` can keep freed memory mapped
-      while it trains (``retain_heap``), so that every step reuses the pages
-      of the last instead of faulting in fresh zeroed ones for each tensor
-      over 32 MiB, and returns the free memory to the system at the end.
+      while it trains (``retain_heap``; on CPU by default), so that every
+      step reuses the pages of the last instead of faulting in fresh zeroed
+      ones, and returns the free memory to the system at the end.
 
     Parameters
     ----------
@@ -307,19 +306,21 @@ class CROCSNet(NeuralNet):
     retain_heap : bool or "auto", default="auto"
         Whether :meth:`fit_loop` has the C library keep freed memory mapped
         while training runs (Linux with glibc; elsewhere nothing changes).
-        glibc hands every freed block over 32 MiB back to the kernel, which
-        zero-fills each page again when the next step touches it: a step of
-        the ResNet encoder on 256 12-lead 2500-sample frames (tensors of 41
-        to 82 MB) took 800,000 page faults and 1.5 s of kernel time of its
-        2.8 s on 2 CPU cores, and trains about 1.4-1.5x faster with the
-        heap kept, at the cost of a third to a half more peak memory (the
-        free space between blocks stays mapped). ``"auto"`` keeps it on CPU
-        where a training batch's largest tensor (the module's
-        ``max_activation_size`` per sample, if it has that attribute)
-        exceeds 32 MiB or is unknown. The setting is process-wide while
-        training runs; afterwards the free memory is returned to the system
-        and glibc's limits are reset (the user guide's :ref:`performance`
-        page says to what).
+        glibc hands freed memory back to the kernel (every block over 32
+        MiB, and the heap's free top beyond a threshold twice the largest
+        block freed so far), which zero-fills each page again when the next
+        step touches it. On 2 CPU cores a step of the ResNet encoder on 256
+        12-lead 2500-sample frames (tensors of 41 to 82 MB) took 800,000
+        page faults and 1.5 s of kernel time of its 2.8 s, and trains about
+        1.4-1.5x faster with the heap kept, at the cost of a third to a half
+        more peak memory (the free space between blocks stays mapped); a
+        step of the paper's CNN on 256 single-lead frames (tensors under 4
+        MB) took 700-2,400 page faults and 1.5-6 ms of kernel time, about
+        130 with the heap kept, for the same peak memory. ``"auto"`` keeps
+        it on CPU. The setting is process-wide while training runs;
+        afterwards the free memory is returned to the system and glibc's
+        limits are reset (the user guide's :ref:`performance` page says to
+        what).
 
     Examples
     --------
@@ -367,7 +368,7 @@ class CROCSNet(NeuralNet):
         if not (isinstance(retain, bool) or retain == "auto"):
             raise ValueError(f"retain_heap must be True, False or 'auto'; got {retain!r}.")
         if retain == "auto":
-            retain = _heap_retention_helps(self.module_, self.batch_size, self.device)
+            retain = _heap_retention_helps(self.device)
         with retained_heap() if retain else contextlib.nullcontext():
             return super().fit_loop(X, y, epochs, **fit_params)
 
