@@ -15,7 +15,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._layers import ReLUMaxPoolDropout, _Conv1d, _phases, _polyphase_applies, _polyphase_weight
+from ._layers import (
+    ReLUMaxPoolDropout,
+    _BatchNormReLUMaxPoolDropoutFunction,
+    _Conv1d,
+    _phases,
+    _polyphase_applies,
+    _polyphase_weight,
+    _PolyphaseConv1dFunction,
+)
 
 __all__ = ["CNNEncoder", "ResNet1dEncoder"]
 
@@ -73,7 +81,8 @@ class CNNEncoder(nn.Module):
     (:class:`ReLUMaxPoolDropout`), the first convolution computes no gradient
     for the input signal (on CPU with one lead, it runs as a stride-1
     convolution over the signal's phases: rows of ``stride`` samples read
-    as channels), and the stages after the first run as 2-D
+    as channels, and in training the batch norm after it joins the fused
+    step when pooling over 2), and the stages after the first run as 2-D
     operations on a ``(batch, channels, 1, time)`` view in the channels-last
     layout, where oneDNN's convolutions, their backward passes and batch
     norms are faster on CPU. In evaluation mode without autograd
@@ -114,8 +123,10 @@ class CNNEncoder(nn.Module):
         The convolutional stages: ``Conv1d``, ``BatchNorm1d`` and
         ``ReLUMaxPoolDropout`` per stage. :meth:`forward` reads their
         parameters but calls only the first stage's convolution and batch
-        norm modules (and none in inference), so forward hooks on the others
-        do not run; the modules of :meth:`reference_layers` all run.
+        norm modules (and none in inference, nor in training on CPU with one
+        lead, where the first stage runs as one fused step), so forward hooks
+        on the others do not run; the modules of :meth:`reference_layers`
+        all run.
     head : torch.nn.Sequential
         ``Flatten -> Linear -> ReLU``.
     n_flat_features : int
@@ -224,14 +235,20 @@ class CNNEncoder(nn.Module):
         layout, where oneDNN's convolutions, their backward passes and the
         batch norms of the later stages run faster on CPU (2-D operations with
         the same parameters; :func:`_batch_norm_nhwc` keeps the running
-        statistics as ``BatchNorm1d`` does).
+        statistics as ``BatchNorm1d`` does). On CPU with one lead, the
+        first stage's batch norm, ReLU, pooling over 2 and dropout run as
+        one step on the convolution's channels-last output
+        (:func:`_fused_first_stage`).
         """
         (conv, bn, pool), *rest = stages
         if not rest:
             return self.head(pool(bn(conv(x))))
-        # The pooling step writes its output (and reads its gradient) in the
-        # channels-last layout of the later stages: no separate copy.
-        h = pool._forward_channels_last(bn(conv(x)))
+        if _fused_first_stage_applies(x, conv, bn, pool):
+            h = _fused_first_stage(x, conv, bn, pool)
+        else:
+            # The pooling step writes its output (and reads its gradient) in
+            # the channels-last layout of the later stages: no separate copy.
+            h = pool._forward_channels_last(bn(conv(x)))
         for conv, bn, pool in rest:
             h = pool(_batch_norm_nhwc(_conv_nhwc(h, conv), bn))
         return self.head(h.squeeze(2))
@@ -397,6 +414,61 @@ def _conv_nhwc(x, conv, weight=None, bias=None):
     )
 
 
+def _running_stats_factor(bn):
+    """The weight of this batch in ``bn``'s running statistics, as ``BatchNorm1d.forward`` sets it.
+
+    Counts the batch in ``num_batches_tracked`` in training mode; the
+    factor is the momentum, or ``1 / num_batches_tracked`` (a cumulative
+    average) where the momentum is None.
+    """
+    factor = 0.0 if bn.momentum is None else bn.momentum
+    if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
+        bn.num_batches_tracked.add_(1)
+        if bn.momentum is None:
+            factor = 1.0 / float(bn.num_batches_tracked)
+    return factor
+
+
+def _fused_first_stage_applies(x, conv, bn, pool):
+    """Whether :func:`_fused_first_stage` computes this first stage (see there)."""
+    conv_output = (x.shape[-1] - conv.kernel_size[0]) // conv.stride[0] + 1
+    return (
+        bn.training
+        and torch.is_grad_enabled()
+        and x.device.type == "cpu"
+        and not x.requires_grad
+        and x.dim() == 3
+        and conv.stride[0] > 1
+        and _polyphase_applies(conv)
+        and bn.affine
+        and pool.kernel_size == 2
+        and x.shape[0] * conv_output > 1  # else batch_norm raises its error
+    )
+
+
+def _fused_first_stage(x, conv, bn, pool):
+    """A single-lead first stage in training on CPU, as two autograd steps.
+
+    The convolution over the signal's phases (:class:`_PolyphaseConv1dFunction`),
+    its output left in the channels-last layout, then batch norm, ReLU,
+    pooling and dropout as one step
+    (:class:`_BatchNormReLUMaxPoolDropoutFunction`) whose output is in the
+    layout of the later stages; the running statistics are updated as
+    ``BatchNorm1d`` does (unbiased variance). Same function as the modules.
+    """
+    conv_out = _PolyphaseConv1dFunction.apply(x, conv.weight, conv.bias, conv.stride[0], True)
+    factor = _running_stats_factor(bn)
+    out, mean, var = _BatchNormReLUMaxPoolDropoutFunction.apply(
+        conv_out, bn.weight, bn.bias, bn.eps, pool.p
+    )
+    if bn.track_running_stats and bn.running_mean is not None:
+        count = conv_out.shape[0] * conv_out.shape[-1]
+        with torch.no_grad():
+            bn.running_mean.mul_(1 - factor).add_(mean, alpha=factor)
+            bn.running_var.mul_(1 - factor).add_(var, alpha=factor * count / (count - 1))
+    return out
+
+
 def _batch_norm_nhwc(x, bn):
     """``bn`` (an ``nn.BatchNorm1d``) applied to ``x`` of shape (N, C, 1, L).
 
@@ -404,11 +476,7 @@ def _batch_norm_nhwc(x, bn):
     momentum or cumulative average, ``num_batches_tracked``) on a 4-D input,
     which the module itself does not accept.
     """
-    factor = 0.0 if bn.momentum is None else bn.momentum
-    if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
-        bn.num_batches_tracked.add_(1)
-        if bn.momentum is None:
-            factor = 1.0 / float(bn.num_batches_tracked)
+    factor = _running_stats_factor(bn)
     batch_stats = bn.training or (bn.running_mean is None and bn.running_var is None)
     keep_running = not bn.training or bn.track_running_stats
     return F.batch_norm(

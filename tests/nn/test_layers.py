@@ -9,7 +9,11 @@ from torch import nn
 
 from sklearn_crocs.nn import CNNEncoder, ReLUMaxPoolDropout, ResNet1dEncoder
 from sklearn_crocs.nn._encoders import _fold_batch_norm
-from sklearn_crocs.nn._layers import _Conv1d
+from sklearn_crocs.nn._layers import (
+    _BatchNormReLUMaxPoolDropoutFunction,
+    _Conv1d,
+    _dropout_scale,
+)
 
 
 @pytest.mark.parametrize("kernel_size", [1, 2, 3])
@@ -89,6 +93,58 @@ def test_relu_pool_dropout_channels_last_output_of_3d_input(kernel_size, p, trai
     torch.testing.assert_close(ga, gb, rtol=0, atol=0)
     if train and p > 0:  # dropout drew a mask: some positive maxima were dropped
         assert (out == 0).sum() > (F.max_pool1d(x, kernel_size) <= 0).sum()
+
+
+def _channels_last(x):
+    return x.unsqueeze(2).contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize(
+    ("batch", "length"),
+    [(4, 40), (2, 41), (3, 41)],  # 4, 2 and 1 positions per row of the variance's product
+)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_fused_batch_norm_relu_pool_dropout_equals_the_modules(batch, length, dtype, p):
+    # The single-lead first stage in training: batch norm (batch statistics),
+    # ReLU, max pooling over 2 and dropout in one step on a channels-last
+    # (N, C, 1, L) input. Scales of both signs and zero; a trailing unpooled
+    # sample for odd lengths; a large offset that would cancel in a variance
+    # from uncentred sums.
+    torch.manual_seed(0)
+    channels = 5
+    x = torch.randn(batch, channels, length, dtype=dtype) * 3 + 100
+    weight = torch.tensor([1.5, -0.7, 0.0, 0.3, -2.0], dtype=dtype).requires_grad_()
+    bias = torch.randn(channels, dtype=dtype).requires_grad_()
+    a = _channels_last(x).requires_grad_()
+    torch.manual_seed(1)
+    out, mean, var = _BatchNormReLUMaxPoolDropoutFunction.apply(a, weight, bias, 1e-5, p)
+    torch.manual_seed(1)  # the same draws, in the output's channels-last layout
+    like = torch.empty((batch, channels, 1, length // 2), dtype=dtype)
+    scale = _dropout_scale(like.contiguous(memory_format=torch.channels_last), p)
+    b = x.clone().requires_grad_()
+    w, c = weight.detach().clone().requires_grad_(), bias.detach().clone().requires_grad_()
+    normalised = F.batch_norm(b, None, None, w, c, training=True, eps=1e-5)
+    expected = _channels_last(F.max_pool1d(F.relu(normalised), 2))
+    if p > 0:
+        expected = expected * scale
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    tolerance = {"rtol": 1e-10, "atol": 1e-10} if dtype == torch.float64 else {}
+    torch.testing.assert_close(out, expected, **tolerance)
+    reference_var, reference_mean = torch.var_mean(x, dim=(0, 2), correction=0)
+    torch.testing.assert_close(mean, reference_mean, **tolerance)
+    torch.testing.assert_close(var, reference_var, **tolerance)
+    grad = torch.randn(out.shape, dtype=dtype)
+    grads = torch.autograd.grad(out, (a, weight, bias), grad)
+    reference_grads = torch.autograd.grad(expected, (b, w, c), grad)
+    assert grads[0].is_contiguous(memory_format=torch.channels_last)
+    if dtype == torch.float32:  # batch norm's input gradient cancels: absolute tolerance
+        tolerance = {"rtol": 1e-4, "atol": 1e-4}
+    torch.testing.assert_close(grads[0].squeeze(2), reference_grads[0], **tolerance)
+    for g, r in zip(grads[1:], reference_grads[1:]):
+        torch.testing.assert_close(g, r, **tolerance)
+    if p > 0:
+        assert (scale == 0).any() and (out[scale.expand_as(out) == 0] == 0).all()
 
 
 def test_relu_pool_dropout_drops_at_rate_p_and_rescales():
@@ -203,6 +259,44 @@ def test_cnn_later_stages_run_channels_last(monkeypatch, leads, first):
     encoder(x).sum().backward()
     assert layouts == [first, ("conv2d", 4, True), ("conv2d", 16, True)]
     assert all(p.grad is not None for p in encoder.parameters())
+
+
+@pytest.mark.parametrize(
+    ("leads", "params", "train", "fused"),
+    [
+        (1, {}, True, True),
+        (1, {"pool_size": 3}, True, False),  # the fused step pools over 2 only
+        (2, {}, True, False),
+        (1, {}, False, False),  # evaluation mode: running statistics
+    ],
+)
+def test_cnn_single_lead_first_stage_fuses_batch_norm_in_training(
+    monkeypatch, leads, params, train, fused
+):
+    # Where the fused first stage applies, it computes what the modules do:
+    # outputs, gradients and running statistics over two steps, with batch-norm
+    # scales of both signs (float64, no dropout).
+    torch.manual_seed(0)
+    encoder = CNNEncoder(leads, 1200, 16, **params).double().train(train)
+    _randomise_batch_norms(encoder)
+    for module in encoder.modules():
+        if isinstance(module, ReLUMaxPoolDropout):
+            module.p = 0.0
+    twin = copy.deepcopy(encoder)
+    reference = twin.reference_layers().train(train)
+    for module in reference.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    calls = []
+    apply = _BatchNormReLUMaxPoolDropoutFunction.apply
+    monkeypatch.setattr(
+        _BatchNormReLUMaxPoolDropoutFunction,
+        "apply",
+        lambda *args: calls.append(1) or apply(*args),
+    )
+    x = torch.randn(8, leads, 1200, dtype=torch.float64)
+    _assert_equal_in_training(encoder, twin, reference, x)
+    assert bool(calls) == fused
 
 
 def test_cnn_encoder_float32_matches_reference_within_tolerance():
