@@ -21,6 +21,7 @@ from ._layers import (
     _Conv1d,
     _phases,
     _polyphase_applies,
+    _polyphase_training_applies,
     _polyphase_weight,
     _PolyphaseConv1dFunction,
 )
@@ -434,12 +435,8 @@ def _fused_first_stage_applies(x, conv, bn, pool):
     conv_output = (x.shape[-1] - conv.kernel_size[0]) // conv.stride[0] + 1
     return (
         bn.training
-        and torch.is_grad_enabled()
-        and x.device.type == "cpu"
-        and not x.requires_grad
         and x.dim() == 3
-        and conv.stride[0] > 1
-        and _polyphase_applies(conv)
+        and _polyphase_training_applies(conv, x)
         and bn.affine
         and pool.kernel_size == 2
         and x.shape[0] * conv_output > 1  # else batch_norm raises its error

@@ -240,6 +240,21 @@ def _polyphase_applies(conv):
     )
 
 
+def _polyphase_training_applies(conv, x):
+    """Whether ``conv`` runs over the phases of ``x`` with autograd; see _PolyphaseConv1dFunction.
+
+    On CPU, with autograd on, for a strided one-channel convolution of a
+    signal that needs no gradient.
+    """
+    return (
+        torch.is_grad_enabled()
+        and conv.stride[0] > 1
+        and _polyphase_applies(conv)
+        and x.device.type == "cpu"
+        and not x.requires_grad
+    )
+
+
 def _polyphase_weight(weight, stride, pool_size=1):
     """2-D weight of a one-channel strided convolution over phases, and its width ``q``.
 
@@ -468,13 +483,7 @@ class _Conv1d(nn.Conv1d):
         plain = self.padding_mode != "zeros" or isinstance(self.padding, str)
         if plain or not torch.is_grad_enabled():
             return super().forward(x)
-        polyphase = (
-            self.stride[0] > 1
-            and _polyphase_applies(self)
-            and x.device.type == "cpu"
-            and not x.requires_grad
-        )
-        if polyphase:
+        if _polyphase_training_applies(self, x):
             return _PolyphaseConv1dFunction.apply(x, self.weight, self.bias, self.stride[0])
         return _Conv1dFunction.apply(
             x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
