@@ -19,6 +19,8 @@ from ._layers import (
     ReLUMaxPoolDropout,
     _BatchNormReLUMaxPoolDropoutFunction,
     _Conv1d,
+    _phase_grad_applies,
+    _PhaseGradConv2dFunction,
     _phases,
     _polyphase_applies,
     _polyphase_training_applies,
@@ -239,7 +241,10 @@ class CNNEncoder(nn.Module):
         statistics as ``BatchNorm1d`` does). On CPU with one lead, the
         first stage's batch norm, ReLU, pooling over 2 and dropout run as
         one step on the convolution's channels-last output
-        (:func:`_fused_first_stage`).
+        (:func:`_fused_first_stage`). A later strided convolution whose input
+        has few channels (the second, 4 channels in) gets its input gradient
+        from a stride-1 convolution over phases
+        (:class:`_PhaseGradConv2dFunction`), faster than oneDNN's there.
         """
         (conv, bn, pool), *rest = stages
         if not rest:
@@ -403,6 +408,8 @@ def _conv_nhwc(x, conv, weight=None, bias=None):
     ``weight`` and ``bias``, if given, replace the layer's own.
     """
     if weight is None:
+        if _phase_grad_applies(conv, x):
+            return _PhaseGradConv2dFunction.apply(x, conv.weight, conv.bias, conv.stride[0])
         weight, bias = conv.weight, conv.bias
     return F.conv2d(
         x,

@@ -13,6 +13,7 @@ from sklearn_crocs.nn._layers import (
     _BatchNormReLUMaxPoolDropoutFunction,
     _Conv1d,
     _dropout_scale,
+    _PhaseGradConv2dFunction,
 )
 
 
@@ -256,8 +257,14 @@ def test_cnn_later_stages_run_channels_last(monkeypatch, leads, first):
     monkeypatch.setattr(F, "conv2d", recording("conv2d", conv2d))
     monkeypatch.setattr(F, "conv1d", recording("conv1d", conv1d))
     x = torch.randn(6, leads, 1000)
-    encoder(x).sum().backward()
+    out = encoder(x)
     assert layouts == [first, ("conv2d", 4, True), ("conv2d", 16, True)]
+    # Backward: the 4-channel input of the second convolution gets its gradient
+    # from a stride-1 convolution of the 16-channel output gradient, over phases
+    # (_PhaseGradConv2dFunction); the 16-channel input of the third, from oneDNN.
+    layouts.clear()
+    out.sum().backward()
+    assert layouts == [("conv2d", 16, True)]
     assert all(p.grad is not None for p in encoder.parameters())
 
 
@@ -434,6 +441,45 @@ def test_fold_batch_norm_equals_conv_then_batch_norm(affine, conv_bias):
     x = torch.randn(6, 3, 40, dtype=torch.float64)
     with torch.no_grad():
         torch.testing.assert_close(F.conv1d(x, weight, bias, 2), bn(conv(x)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    ("in_channels", "out_channels", "kernel_size", "stride", "length"),
+    [
+        (4, 16, 7, 3, 416),  # the paper's second convolution; one sample past the last window
+        (4, 16, 7, 3, 418),  # three samples past it
+        (3, 5, 6, 3, 50),  # the phases stop short of the input: zero-padded gradient
+        (2, 3, 5, 2, 40),
+        (2, 3, 1, 2, 41),  # a ResNet shortcut: odd samples get no gradient
+        (1, 2, 3, 5, 33),  # stride > kernel
+        (8, 4, 4, 4, 64),
+    ],
+)
+def test_phase_grad_conv_computes_the_gradients_of_conv2d(
+    in_channels, out_channels, kernel_size, stride, length, dtype
+):
+    # The input gradient as a stride-1 convolution over phases equals conv2d's,
+    # with the weight and bias gradients, for kernels longer and shorter than
+    # the stride and inputs that end inside, on or past the last window.
+    torch.manual_seed(0)
+    x = torch.randn(5, in_channels, 1, length, dtype=dtype)
+    x = x.contiguous(memory_format=torch.channels_last).requires_grad_()
+    weight = torch.randn(out_channels, in_channels, kernel_size, dtype=dtype, requires_grad=True)
+    bias = torch.randn(out_channels, dtype=dtype, requires_grad=True)
+    out = _PhaseGradConv2dFunction.apply(x, weight, bias, stride)
+    expected = F.conv2d(x, weight.unsqueeze(2), bias, stride=(1, stride))
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    upstream = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (x, weight, bias), upstream)
+    expected_grads = torch.autograd.grad(expected, (x, weight, bias), upstream)
+    # Sums of a few hundred products in another order: float32 rounding.
+    tolerance = (
+        {"rtol": 1e-12, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 2e-5, "atol": 1e-4}
+    )
+    for got, want in zip(grads, expected_grads):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, **tolerance)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
