@@ -308,31 +308,45 @@ class _PolyphaseConv1dFunction(torch.autograd.Function):
     2.0 ms this way, with the copies to and from the channels-first layout,
     against 2.5-2.9 ms for oneDNN's strided one-channel convolution, whose
     weight gradient alone varied from 1.2 to 4 ms within training steps.
-    Same outputs and gradients; no gradient for the input signal. With
-    ``channels_last`` the output is given as the convolution leaves it,
-    ``(N, C, 1, n_out)`` in the channels-last layout.
+
+    With at most 8 output channels and an even number of outputs, each row
+    holds ``2 * stride`` samples and gives two consecutive outputs as twice
+    the channels (:func:`_polyphase_weight` with ``pool_size=2``), which
+    fills oneDNN's vectors better: for the paper's first convolution 0.25
+    ms against 0.37 ms forward, 0.27 ms against 0.37 ms for the weight
+    gradient. The output's channels-last memory, ``(N, n_out, C)``, is the
+    same either way. Same outputs and gradients; no gradient for the input
+    signal. With ``channels_last`` the output is given as ``(N, C, 1,
+    n_out)`` in the channels-last layout, else as ``conv1d`` gives it.
     """
 
     @staticmethod
     def forward(ctx, x, weight, bias, stride, channels_last=False):
-        shifted, width = _polyphase_weight(weight, stride)
-        n_out = (x.shape[-1] - weight.shape[-1]) // stride + 1
-        phases = _phases(x, stride, n_out + width - 1)
+        channels, _, kernel_size = weight.shape
+        n_out = (x.shape[-1] - kernel_size) // stride + 1
+        group = 2 if 2 * channels <= _POLYPHASE_MAX_CHANNELS and n_out % 2 == 0 else 1
+        shifted, width = _polyphase_weight(weight, stride, group)
+        phases = _phases(x, stride * group, n_out // group + width - 1)
         ctx.save_for_backward(phases, shifted)
-        ctx.kernel_size = weight.shape[-1]
-        out = F.conv2d(phases, shifted, bias)  # (N, C, 1, n_out), channels-last
+        ctx.kernel_size, ctx.stride, ctx.group = kernel_size, stride, group
+        if bias is not None and group > 1:
+            bias = bias.repeat(group)
+        out = F.conv2d(phases, shifted, bias)  # (N, group * C, 1, n_out / group), channels-last
+        out = _from_channel_rows(_channel_rows(out), channels)  # (N, C, 1, n_out), the same memory
         # As it comes with ``channels_last``, else in the (N, C, n_out) layout of conv1d.
         return out if channels_last else out.squeeze(2).contiguous()
 
     @staticmethod
     def backward(ctx, grad_output):
         phases, shifted = ctx.saved_tensors
+        kernel_size, stride, group = ctx.kernel_size, ctx.stride, ctx.group
         grad_weight = grad_bias = None
         grad = grad_output if grad_output.dim() == 4 else grad_output.unsqueeze(2)
+        grad = grad.contiguous(memory_format=torch.channels_last)
+        channels = grad.shape[1]
         if ctx.needs_input_grad[1]:
-            grad = grad.contiguous(memory_format=torch.channels_last)
             grad_shifted = torch.ops.aten.convolution_backward(
-                grad,
+                _from_channel_rows(_channel_rows(grad), group * channels),
                 phases,
                 shifted,
                 None,
@@ -344,13 +358,20 @@ class _PolyphaseConv1dFunction(torch.autograd.Function):
                 1,
                 [False, True, False],
             )[1]
-            # (C, stride, 1, q) -> taps r * stride + p -> (C, 1, kernel_size)
-            channels = grad_shifted.shape[0]
-            grad_weight = grad_shifted.squeeze(2).transpose(1, 2).reshape(channels, -1)
-            grad_weight = grad_weight[:, : ctx.kernel_size].unsqueeze(1)
+            # (group * C, R, 1, q) -> taps r * R + p of output i, kernel shifted by i * stride
+            taps = grad_shifted.squeeze(2).transpose(1, 2).reshape(group, channels, -1)
+            grad_weight = sum(
+                taps[i, :, i * stride : i * stride + kernel_size] for i in range(group)
+            ).unsqueeze(1)
         if ctx.needs_input_grad[2]:
             grad_bias = grad.sum((0, 2, 3))
         return None, grad_weight, grad_bias, None, None
+
+
+# Output channels up to which one oneDNN vector of 16 floats is filled: where
+# a one-channel convolution has at most half that, _PolyphaseConv1dFunction
+# computes two outputs per row.
+_POLYPHASE_MAX_CHANNELS = 16
 
 
 def _input_grad_phase_weight(weight, stride):

@@ -233,7 +233,8 @@ def test_cnn_encoder_equals_its_reference_layers(leads, length, params, momentum
 @pytest.mark.parametrize(
     ("leads", "first"),
     [
-        (1, ("conv2d", 3, True)),  # over the 3 phases of the stride-3 single-lead signal
+        # over the 6 phases of rows of 6 samples (two outputs of the stride-3 convolution)
+        (1, ("conv2d", 6, True)),
         (2, ("conv1d", 2, False)),  # as it comes
     ],
 )
