@@ -35,7 +35,7 @@ def _dropout_scale(like, p):
     # The full signed range: random_() without bounds leaves the top bit at 0.
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=like.device)
     words.random_(-(2**63), 2**63 - 1)
-    draws = words.view(torch.int16)[:n].to(torch.float32)
+    draws = words.view(torch.int16)[:n].to(like.dtype)
     # The draws in the memory order of ``like`` (channels-last, for instance), so
     # that the products with it run over contiguous memory.
     dense = like.is_contiguous() or like.is_contiguous(memory_format=torch.channels_last)

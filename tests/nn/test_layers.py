@@ -166,6 +166,16 @@ def test_relu_pool_dropout_drops_at_rate_p_and_rescales():
     out.sum().backward()
     kept_inputs = x.grad != 0
     assert kept_inputs.sum() == (out != 0).sum()
+    # ... and scaled by 1 / (1 - p), as through the standard layers with that mask.
+    x = (torch.rand(20, 6, 50, dtype=torch.float64) + 0.1).requires_grad_()
+    torch.manual_seed(3)
+    out = layer(x)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    mask = (out != 0).to(x.dtype) / 0.7
+    reference = x.detach().clone().requires_grad_()
+    (F.max_pool1d(F.relu(reference), 2) * mask).backward(grad)
+    torch.testing.assert_close(x.grad, reference.grad, rtol=1e-14, atol=0)
     with pytest.raises(ValueError, match="dropout probability"):
         ReLUMaxPoolDropout(2, p=1.0)
 
