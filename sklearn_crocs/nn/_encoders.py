@@ -83,12 +83,14 @@ class CNNEncoder(nn.Module):
     ``ReLU -> MaxPool1d -> Dropout`` run as one fused step
     (:class:`ReLUMaxPoolDropout`), the first convolution computes no gradient
     for the input signal (on CPU with one lead, it runs as a stride-1
-    convolution over the signal's phases: rows of ``stride`` samples read
-    as channels, and in training the batch norm after it joins the fused
-    step when pooling over 2), and the stages after the first run as 2-D
-    operations on a ``(batch, channels, 1, time)`` view in the channels-last
-    layout, where oneDNN's convolutions, their backward passes and batch
-    norms are faster on CPU. In evaluation mode without autograd
+    convolution over the signal's phases: rows of ``stride`` samples, or
+    ``2 * stride`` for two outputs per row, read as channels, and in
+    training the batch norm after it joins the fused step when pooling over
+    2), and the stages after the first run as 2-D operations on a ``(batch,
+    channels, 1, time)`` view in the channels-last layout, where oneDNN's
+    convolutions, their backward passes and batch norms are faster on CPU
+    (with few input channels, a convolution's input gradient runs as a
+    stride-1 convolution over phases). In evaluation mode without autograd
     (``torch.inference_mode`` or ``torch.no_grad``, as in ``transform``) each
     batch norm is folded into its convolution and a single-lead first stage
     runs as one polyphase convolution. All compute the same function with
