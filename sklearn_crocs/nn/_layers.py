@@ -537,11 +537,9 @@ class _BatchNormReLUMaxPoolDropoutFunction(torch.autograd.Function):
         sign = 1.0 - 2.0 * (weight < 0).to(x.dtype)
         centred = torch.addcmul((-mean * sign).repeat(length), rows, sign.repeat(length))
         centred = _from_channel_rows(centred, channels)
-        # Sum of squares per channel from one product of the centred values
-        # (up to four positions per row, then folded).
-        group = next(g for g in (4, 2, 1) if count % g == 0)
-        grouped = _channel_rows(centred).view(-1, group * channels)
-        var = torch.mm(grouped.T, grouped).diagonal().view(group, channels).sum(0).div_(count)
+        centred_rows = _channel_rows(centred)
+        squares = torch.mul(centred_rows, centred_rows).sum(0)
+        var = squares.view(length, channels).sum(0).div_(count)
         invstd = (var + eps).rsqrt_()
         scale = weight * invstd
         first, second = centred[..., 0 : 2 * n : 2], centred[..., 1 : 2 * n : 2]

@@ -102,7 +102,7 @@ def _channels_last(x):
 
 @pytest.mark.parametrize(
     ("batch", "length"),
-    [(4, 40), (2, 41), (3, 41)],  # 4, 2 and 1 positions per row of the variance's product
+    [(4, 40), (2, 41), (3, 41)],  # even and odd lengths, batches of 4, 2 and 3
 )
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("p", [0.0, 0.3])
