@@ -364,7 +364,7 @@ class _PolyphaseConv1dFunction(torch.autograd.Function):
                 taps[i, :, i * stride : i * stride + kernel_size] for i in range(group)
             ).unsqueeze(1)
         if ctx.needs_input_grad[2]:
-            grad_bias = grad.sum((0, 2, 3))
+            grad_bias = _channel_sums(grad)
         return None, grad_weight, grad_bias, None, None
 
 
@@ -452,7 +452,7 @@ class _PhaseGradConv2dFunction(torch.autograd.Function):
                 [False, True, False],
             )[1].squeeze(2)
         if ctx.needs_input_grad[2]:
-            grad_bias = grad.sum((0, 2, 3))
+            grad_bias = _channel_sums(grad)
         return grad_input, grad_weight, grad_bias, None
 
 
@@ -483,6 +483,15 @@ def _channel_rows(x):
     """A channels-last ``(N, C, 1, L)`` tensor as its memory, a ``(N, L * C)`` view."""
     batch, channels, _, length = x.shape
     return x.permute(0, 2, 3, 1).reshape(batch, length * channels)
+
+
+def _channel_sums(x):
+    """Per-channel sums of a channels-last ``(N, C, 1, L)`` tensor.
+
+    Summed down the ``(N, L * C)`` rows of its memory, then over positions:
+    on CPU about twice as fast as ``x.sum((0, 2, 3))`` for 4 to 16 channels.
+    """
+    return _channel_rows(x).sum(0).view(-1, x.shape[1]).sum(0)
 
 
 def _from_channel_rows(rows, channels):
@@ -532,7 +541,7 @@ class _BatchNormReLUMaxPoolDropoutFunction(torch.autograd.Function):
         batch, channels, _, length = x.shape
         n, count = length // 2, batch * length
         rows = _channel_rows(x)
-        mean = rows.sum(0).view(length, channels).sum(0).div_(count)
+        mean = _channel_sums(x).div_(count)
         # Centred and, where a < 0, negated (exact): windows pick their maximum.
         sign = 1.0 - 2.0 * (weight < 0).to(x.dtype)
         centred = torch.addcmul((-mean * sign).repeat(length), rows, sign.repeat(length))
@@ -575,8 +584,8 @@ class _BatchNormReLUMaxPoolDropoutFunction(torch.autograd.Function):
         n, count = maxima.shape[-1], batch * length
         # Gradient of the normalised maxima, and batch norm's per-channel sums.
         grad = torch.mul(grad_output, mask, out=torch.empty_like(mask))
-        grad_bias = _channel_rows(grad).sum(0).view(n, channels).sum(0)
-        grad_weight = (grad * maxima).sum((0, 2, 3)).mul_(invstd * sign)
+        grad_bias = _channel_sums(grad)
+        grad_weight = _channel_sums(grad * maxima).mul_(invstd * sign)
         # scale * (G - grad_bias / count - x_hat * grad_weight / count) with
         # x_hat = sign * centred * invstd: an affine function of the centred input...
         slope = scale.abs() * invstd * grad_weight / count
