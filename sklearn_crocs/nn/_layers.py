@@ -345,19 +345,8 @@ class _PolyphaseConv1dFunction(torch.autograd.Function):
         grad = grad.contiguous(memory_format=torch.channels_last)
         channels = grad.shape[1]
         if ctx.needs_input_grad[1]:
-            grad_shifted = torch.ops.aten.convolution_backward(
-                _from_channel_rows(_channel_rows(grad), group * channels),
-                phases,
-                shifted,
-                None,
-                [1, 1],
-                [0, 0],
-                [1, 1],
-                False,
-                [0, 0],
-                1,
-                [False, True, False],
-            )[1]
+            grouped = _from_channel_rows(_channel_rows(grad), group * channels)
+            grad_shifted = torch.nn.grad.conv2d_weight(phases, shifted.shape, grouped)
             # (group * C, R, 1, q) -> taps r * R + p of output i, kernel shifted by i * stride
             taps = grad_shifted.squeeze(2).transpose(1, 2).reshape(group, channels, -1)
             grad_weight = sum(
@@ -438,19 +427,9 @@ class _PhaseGradConv2dFunction(torch.autograd.Function):
                 rows = F.pad(rows, (0, size - rows.shape[1]))
             grad_input = _from_channel_rows(rows, channels)
         if ctx.needs_input_grad[1]:
-            grad_weight = torch.ops.aten.convolution_backward(
-                grad,
-                x,
-                weight.unsqueeze(2),
-                None,
-                [1, stride],
-                [0, 0],
-                [1, 1],
-                False,
-                [0, 0],
-                1,
-                [False, True, False],
-            )[1].squeeze(2)
+            weight_size = (*weight.shape[:2], 1, weight.shape[2])
+            grad_weight = torch.nn.grad.conv2d_weight(x, weight_size, grad, stride=(1, stride))
+            grad_weight = grad_weight.squeeze(2)
         if ctx.needs_input_grad[2]:
             grad_bias = _channel_sums(grad)
         return grad_input, grad_weight, grad_bias, None
@@ -540,13 +519,13 @@ class _BatchNormReLUMaxPoolDropoutFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, eps, p):
         batch, channels, _, length = x.shape
         n, count = length // 2, batch * length
-        rows = _channel_rows(x)
         mean = _channel_sums(x).div_(count)
         # Centred and, where a < 0, negated (exact): windows pick their maximum.
         sign = 1.0 - 2.0 * (weight < 0).to(x.dtype)
-        centred = torch.addcmul((-mean * sign).repeat(length), rows, sign.repeat(length))
-        centred = _from_channel_rows(centred, channels)
-        centred_rows = _channel_rows(centred)
+        centred_rows = torch.addcmul(
+            (-mean * sign).repeat(length), _channel_rows(x), sign.repeat(length)
+        )
+        centred = _from_channel_rows(centred_rows, channels)
         squares = torch.mul(centred_rows, centred_rows).sum(0)
         var = squares.view(length, channels).sum(0).div_(count)
         invstd = (var + eps).rsqrt_()
