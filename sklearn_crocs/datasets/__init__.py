@@ -1,4 +1,4 @@
-"""Datasets: the bundled LUDB records, loaders and preprocessing for ECG databases.
+"""Datasets: the bundled LUDB records and PTB-XL sample, loaders and preprocessing.
 
 Loaders return a :class:`sklearn.utils.Bunch` with float32 signals of shape
 (n_records, n_leads, n_samples) in mV, a DataFrame of patient attributes,
@@ -20,6 +20,7 @@ from ._preprocessing import (
     resample_signals,
 )
 from ._ptbxl import load_ptbxl
+from ._ptbxl_sample import load_ptbxl_sample, load_ptbxl_sample_frames
 from ._split import patient_split, ptbxl_fold_split
 from ._wfdb import load_wfdb
 
@@ -36,6 +37,8 @@ __all__ = [
     "load_ludb",
     "load_ludb_instances",
     "load_ptbxl",
+    "load_ptbxl_sample",
+    "load_ptbxl_sample_frames",
     "load_wfdb",
     "make_frames",
     "normalize_frames",

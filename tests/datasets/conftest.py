@@ -153,8 +153,8 @@ def _shared_subdir(name):
 
 @pytest.fixture(scope="session")
 def ludb_dir():
-    """The LUDB WFDB originals (.hea/.dat and ludb.csv)."""
-    return _shared_subdir("ludb")
+    """12 of the 102 LUDB WFDB originals of the bundled file (.hea/.dat and ludb.csv)."""
+    return _shared_subdir("ludb-subset")
 
 
 @pytest.fixture(scope="session")
@@ -280,3 +280,9 @@ def call_with_warnings(func, *args, **kwargs):
         warnings.simplefilter("always")
         result = func(*args, **kwargs)
     return result, [str(w.message) for w in caught]
+
+
+@pytest.fixture(scope="session")
+def ptbxl_sample_dir():
+    """The published files of the bundled PTB-XL sample (signals.npz, records.csv)."""
+    return _shared_subdir("ptbxl-sample")
