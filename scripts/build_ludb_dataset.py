@@ -45,7 +45,7 @@ from sklearn_crocs.datasets._ludb import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_LUDB_DIR = REPO_ROOT.parent / "shared" / "data" / "ludb"
+DEFAULT_LUDB_DIR = REPO_ROOT.parent / "shared" / "data" / "ludb"  # all 102 records
 DEFAULT_OUTPUT = REPO_ROOT / "sklearn_crocs" / "datasets" / "data" / LUDB_FILENAME
 FS = 500
 N_SAMPLES = 5000

@@ -123,13 +123,14 @@ def test_lengths_variable_crop_and_equal(cinc_dir):
 def test_leads_subset_and_resampling_on_ludb(ludb_dir):
     bunch = load_wfdb(ludb_dir, leads=["ii", "V1"], target_fs=250)
     ludb = load_ludb()
+    present = np.isin(ludb.record_names, bunch.record_names)
     assert bunch.lead_names == ["II", "V1"]
-    assert bunch.data.shape == (102, 2, 2500)
+    assert bunch.data.shape == (present.sum(), 2, 2500) == (12, 2, 2500)
     assert bunch.fs == 250
     # Records come in natural order ("3" before "11"), like load_ludb's.
-    np.testing.assert_array_equal(bunch.record_names, ludb.record_names)
+    np.testing.assert_array_equal(bunch.record_names, ludb.record_names[present])
     full = load_wfdb(ludb_dir)
-    np.testing.assert_array_equal(full.data, ludb.data)
+    np.testing.assert_array_equal(full.data, ludb.data[present])
     assert full.attributes["Rhythm"].iloc[0] == "Sinus rhythm."
     assert full.attributes["age"].iloc[0] == "53"
 
