@@ -1,5 +1,6 @@
 """Evaluate a fitted CROCSClusterer the way the paper does: CP and TP CROCS side by side."""
 
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -34,7 +35,7 @@ PROTOTYPE_KINDS = {"CP CROCS": "learned", "TP CROCS": "mean"}
     prefer_skip_nested_validation=True,
 )
 def evaluate_prototypes(
-    estimator, X, y, *, k=(1, 5, 10), no_match="exclude", percent=True, decimals=1, file=None
+    estimator, X, y, *, k=(1, 5, 10), no_match="zero", percent=True, decimals=1, file=None
 ):
     """Clustering and retrieval tables of a fitted CROCSClusterer for CP and TP CROCS.
 
@@ -56,10 +57,11 @@ def evaluate_prototypes(
         Their true attributes, in the layout used in ``fit``.
     k : int or sequence of int, default=(1, 5, 10)
         Numbers of retrieved ECGs per query (the paper's K).
-    no_match : {"exclude", "zero"}, default="exclude"
+    no_match : {"zero", "exclude"}, default="zero"
         Rule for queries that no held-out ECG matches on the required number
-        of attributes, see :func:`precision_at_k`; how many queries were
-        scored is in ``retrieval_queries`` and printed below the table.
+        of attributes, see :func:`precision_at_k`; how many queries have a
+        possible match is in ``retrieval_queries`` and printed below the
+        table.
     percent : bool, default=True
         Report in percent.
     decimals : int or None, default=1
@@ -74,9 +76,10 @@ def evaluate_prototypes(
         "TP CROCS") and ``(attribute, "Acc" | "AMI")`` columns;
         ``retrieval``: DataFrame of P@K with the same rows and
         ``(K, "# matches")`` columns;
-        ``retrieval_queries``: DataFrame of the number of queries scored per
-        method and number of matches (all of them with ``no_match="zero"``),
-        with a column ``"total"``;
+        ``retrieval_queries``: DataFrame of the number of queries that at
+        least one held-out ECG matches, per method and number of matches
+        (the queries scored with ``no_match="exclude"``), with a column
+        ``"total"``;
         ``predictions``: dict of method name to assigned attributes
         (DataFrame);
         ``neighbors``: dict of method name to ``(query_attributes, indices)``,
@@ -116,24 +119,28 @@ def evaluate_prototypes(
     predictions, neighbors, scored = {}, {}, {}
     for method, kind in PROTOTYPE_KINDS.items():
         prototypes, attributes = crocs.get_prototypes(kind)
+        counts = crocs._prototype_counts
+        if kind == "mean":  # that set leaves out combinations without training ECGs
+            counts = counts[counts > 0]
         predictions[method] = pd.DataFrame(
-            attributes[_nearest(embeddings, prototypes)], columns=list(y_true.columns)
+            attributes[_nearest(embeddings, prototypes, counts)], columns=list(y_true.columns)
         )
         queries = pd.DataFrame(attributes, columns=crocs.attribute_names_)
         neighbors[method] = (queries, _top_k(prototypes, embeddings, ks[-1])[1])
         scored[method] = {
-            match_label(m, n_attributes): (
-                len(queries)
-                if no_match == "zero"
-                else int(matchable_queries(y_true, queries, min_matches=m).sum())
+            match_label(m, n_attributes): int(
+                matchable_queries(y_true, queries, min_matches=m).sum()
             )
             for m in range(1, n_attributes + 1)
         }
         scored[method]["total"] = len(queries)
     clustering = clustering_report(y_true, predictions, percent=percent, decimals=decimals)
-    retrieval = retrieval_report(
-        y_true, neighbors, k=ks, no_match=no_match, percent=percent, decimals=decimals
-    )
+    with warnings.catch_warnings():
+        # The counts of excluded queries are in retrieval_queries (and printed).
+        warnings.filterwarnings("ignore", "precision_at_k excluded", UserWarning)
+        retrieval = retrieval_report(
+            y_true, neighbors, k=ks, no_match=no_match, percent=percent, decimals=decimals
+        )
     retrieval_queries = pd.DataFrame.from_dict(scored, orient="index")
     retrieval_queries.columns.name = "# matches"
     if file is not None:
@@ -146,13 +153,11 @@ def evaluate_prototypes(
             file=file,
         )
         print(retrieval.to_string(), file=file)
-        rule = (
-            "queries without any held-out ECG that matches them on that many attributes "
-            "are excluded"
-            if no_match == "exclude"
-            else "queries without any possible match count as misses"
+        rule = "only these are scored" if no_match == "exclude" else "the others count as misses"
+        print(
+            f"Queries that at least one held-out ECG matches on that many attributes ({rule}):",
+            file=file,
         )
-        print(f"Queries scored ({rule}):", file=file)
         print(retrieval_queries.to_string(), file=file)
     return Bunch(
         clustering=clustering,

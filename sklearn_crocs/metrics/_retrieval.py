@@ -156,9 +156,7 @@ def _check_indices(indices, n_samples, n_queries, k):
     },
     prefer_skip_nested_validation=True,
 )
-def precision_at_k(
-    y_true, indices, query_attributes, *, k=None, min_matches=None, no_match="exclude"
-):
+def precision_at_k(y_true, indices, query_attributes, *, k=None, min_matches=None, no_match="zero"):
     """Precision at K of attribute retrieval, the paper's Eq. 5.
 
     For query ``j`` with attributes ``A_j`` and retrieved items ``i = 1..K``
@@ -193,14 +191,14 @@ def precision_at_k(
     min_matches : int, default=None
         Number of attribute values a retrieved item must share with the query
         to be relevant; ``None`` means all attributes (exact match, Eq. 5).
-    no_match : {"exclude", "zero"}, default="exclude"
+    no_match : {"zero", "exclude"}, default="zero"
         Queries that no item of ``y_true`` matches on ``min_matches``
         attributes (see :func:`matchable_queries`) cannot be hit whatever
-        the search does. ``"exclude"`` averages over the other queries only
-        (the result is NaN, with an ``UndefinedMetricWarning``, if none is
-        left); ``"zero"`` counts them as misses and averages over all
-        queries, which is Eq. 5 taken literally. The two agree when every
-        query is matchable.
+        the search does. ``"zero"`` counts them as misses and averages over
+        all queries: Eq. 5 as written. ``"exclude"`` averages over the
+        other queries only and warns how many it left out (the result is
+        NaN, with an ``UndefinedMetricWarning``, if none is left). The two
+        agree when every query is matchable.
 
     Returns
     -------
@@ -221,12 +219,13 @@ def precision_at_k(
     >>> y_true = [["SR", "F"], ["SR", "M"], ["AFIB", "M"], ["AFIB", "M"]]
     >>> queries = [["SR", "M"], ["AFIB", "F"]]
     >>> indices = [[0, 1], [2, 3]]
-    >>> precision_at_k(y_true, indices, queries, k=1)  # exact; query 2 excluded
-    0.0
-    >>> precision_at_k(y_true, indices, queries, k=2)
-    1.0
-    >>> precision_at_k(y_true, indices, queries, k=2, no_match="zero")
+    >>> precision_at_k(y_true, indices, queries, k=2)  # query 2 has no exact match
     0.5
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")  # "excluded 1 of 2 queries ..."
+    ...     precision_at_k(y_true, indices, queries, k=2, no_match="exclude")
+    1.0
     >>> precision_at_k(y_true, indices, queries, k=1, min_matches=1)
     1.0
     """
@@ -242,13 +241,21 @@ def _precision(true_codes, query_codes, indices, k, min_matches, no_match):
     if no_match == "zero":
         return float(np.mean(hits))
     matchable = _matchable(true_codes, query_codes, min_matches)
+    if not matchable.all():
+        warnings.warn(
+            f"precision_at_k excluded {int((~matchable).sum())} of {len(matchable)} "
+            f"queries that no item in y_true matches on {min_matches} or more "
+            "attributes (no_match='exclude').",
+            UserWarning,
+            stacklevel=4,  # the caller of the public function (validate_params wraps it)
+        )
     if not matchable.any():
         warnings.warn(
             f"No query has an item in y_true that matches it on {min_matches} or more "
             "attributes, so precision_at_k with no_match='exclude' is undefined; "
             "returning NaN. Use no_match='zero' to count such queries as misses.",
             UndefinedMetricWarning,
-            stacklevel=3,
+            stacklevel=4,  # the caller of the public function (validate_params wraps it)
         )
         return float("nan")
     return float(np.mean(hits[matchable]))
@@ -277,7 +284,7 @@ def retrieval_report(
     *,
     k=(1, 5, 10),
     min_matches=None,
-    no_match="exclude",
+    no_match="zero",
     percent=True,
     decimals=1,
 ):
@@ -297,7 +304,7 @@ def retrieval_report(
     min_matches : int or sequence of int, default=None
         Numbers of matched attributes; ``None`` means ``1, 2, ...,
         n_attributes``, labelled ">=1", ">=2", ..., "=n_attributes".
-    no_match : {"exclude", "zero"}, default="exclude"
+    no_match : {"zero", "exclude"}, default="zero"
         Rule for queries without any possible match, see
         :func:`precision_at_k`; :func:`matchable_queries` counts them.
     percent : bool, default=True

@@ -135,7 +135,7 @@ def make_ami_scorer(*, attribute="combination"):
     },
     prefer_skip_nested_validation=True,
 )
-def make_precision_at_k_scorer(*, k=10, min_matches=None, query="learned", no_match="exclude"):
+def make_precision_at_k_scorer(*, k=10, min_matches=None, query="learned", no_match="zero"):
     """Scorer of the precision at K of retrieval with the estimator's prototypes.
 
     The scorer embeds ``X`` with ``estimator.transform``, uses every
@@ -153,7 +153,7 @@ def make_precision_at_k_scorer(*, k=10, min_matches=None, query="learned", no_ma
         prototype to be relevant; ``None`` means all (exact match).
     query : {"learned", "mean"}, default="learned"
         Learned prototypes (CP CROCS) or mean training embeddings (TP CROCS).
-    no_match : {"exclude", "zero"}, default="exclude"
+    no_match : {"zero", "exclude"}, default="zero"
         Rule for prototypes that no ECG of ``X`` matches on ``min_matches``
         attributes, see :func:`precision_at_k`.
 
@@ -172,6 +172,6 @@ def make_precision_at_k_scorer(*, k=10, min_matches=None, query="learned", no_ma
     --------
     >>> from sklearn_crocs.metrics import make_precision_at_k_scorer
     >>> make_precision_at_k_scorer(k=10, min_matches=2)
-    make_precision_at_k_scorer(k=10, min_matches=2, query='learned', no_match='exclude')
+    make_precision_at_k_scorer(k=10, min_matches=2, query='learned', no_match='zero')
     """
     return _PrecisionAtKScorer(k, min_matches, query, no_match)

@@ -1,5 +1,7 @@
 """precision_at_k (Eq. 5), matchable_queries and retrieval_report on hand-worked examples."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -36,10 +38,11 @@ EXPECTED = {
     (1, 2): 0.0,
     (2, 2): 1 / 3,  # q1's second ECG shares class and sex
     (3, 2): 1.0,
-    # Exact matches: only q0 has one among the held-out ECGs, found at rank 3.
+    # Exact matches: only q0 has one among the held-out ECGs, found at rank 3;
+    # q1 and q2 cannot be matched and count as misses (Eq. 5 as written).
     (1, 3): 0.0,
     (2, 3): 0.0,
-    (3, 3): 1.0,
+    (3, 3): 1 / 3,
 }
 
 
@@ -52,19 +55,26 @@ def test_precision_at_k_hand_worked(k, min_matches):
 def test_queries_without_possible_match():
     assert matchable_queries(Y, QUERIES).tolist() == [True, False, False]
     assert matchable_queries(Y, QUERIES, min_matches=2).tolist() == [True, True, True]
-    # "exclude" (default) averages over q0 only; "zero" over all three, as Eq. 5 literally.
-    assert precision_at_k(Y, INDICES, QUERIES, k=3) == 1.0
-    assert precision_at_k(Y, INDICES, QUERIES, k=3, no_match="zero") == pytest.approx(1 / 3)
-    # When every query is matchable the rules agree.
-    for k in (1, 2, 3):
-        assert precision_at_k(Y, INDICES, QUERIES, k=k, min_matches=1) == precision_at_k(
-            Y, INDICES, QUERIES, k=k, min_matches=1, no_match="zero"
-        )
+    # "zero" (default, Eq. 5 as written) averages over all three; "exclude" over
+    # q0 only, and says how many it left out.
+    assert precision_at_k(Y, INDICES, QUERIES, k=3) == pytest.approx(1 / 3)
+    with pytest.warns(UserWarning, match="excluded 2 of 3 queries that no item in y_true"):
+        assert precision_at_k(Y, INDICES, QUERIES, k=3, no_match="exclude") == 1.0
+    # When every query is matchable the rules agree, and nothing is excluded.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in (1, 2, 3):
+            assert precision_at_k(Y, INDICES, QUERIES, k=k, min_matches=1) == precision_at_k(
+                Y, INDICES, QUERIES, k=k, min_matches=1, no_match="exclude"
+            )
 
 
 def test_no_matchable_query_is_undefined():
-    with pytest.warns(UndefinedMetricWarning, match="no_match='zero'"):
-        result = precision_at_k(Y, [[0], [1]], QUERIES[1:], min_matches=3)
+    with (
+        pytest.warns(UndefinedMetricWarning, match="no_match='zero'"),
+        pytest.warns(UserWarning, match="excluded 2 of 2"),
+    ):
+        result = precision_at_k(Y, [[0], [1]], QUERIES[1:], min_matches=3, no_match="exclude")
     assert np.isnan(result)
     assert precision_at_k(Y, [[0], [1]], QUERIES[1:], no_match="zero") == 0.0
 

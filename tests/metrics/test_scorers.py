@@ -72,8 +72,9 @@ def test_precision_scorer_no_match_rule(fitted, synthetic):
     # Only SR ECGs in the scored set: AFIB and SB prototypes have no exact match.
     keep = (y["rhythm"] == "SR").to_numpy()
     X_sr, y_sr = X[keep], y[keep]
-    exclude = make_precision_at_k_scorer(k=3)(fitted, X_sr, y_sr)
-    zero = make_precision_at_k_scorer(k=3, no_match="zero")(fitted, X_sr, y_sr)
+    with pytest.warns(UserWarning, match="excluded 8 of 12 queries"):
+        exclude = make_precision_at_k_scorer(k=3, no_match="exclude")(fitted, X_sr, y_sr)
+    zero = make_precision_at_k_scorer(k=3)(fitted, X_sr, y_sr)  # Eq. 5 as written
     assert zero == pytest.approx(exclude * 4 / 12)  # 4 of the 12 prototypes are SR
 
 
@@ -130,7 +131,7 @@ def test_scorer_repr_and_bad_input(fitted, synthetic):
     X, y, _ = synthetic
     assert repr(make_ami_scorer(attribute="sex")) == "make_ami_scorer(attribute='sex')"
     assert repr(make_precision_at_k_scorer(k=1)) == (
-        "make_precision_at_k_scorer(k=1, min_matches=None, query='learned', no_match='exclude')"
+        "make_precision_at_k_scorer(k=1, min_matches=None, query='learned', no_match='zero')"
     )
     with pytest.raises(ValueError, match=r"k=10\) cannot score 4 ECG\(s\)"):
         make_precision_at_k_scorer(k=10)(fitted, X[:4], y[:4])
