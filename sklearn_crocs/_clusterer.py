@@ -61,9 +61,17 @@ def _python_value(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _nearest(embeddings, prototypes):
-    """Index of the most similar prototype (cosine; both sides are unit vectors)."""
-    return np.argmax(embeddings @ prototypes.T, axis=1)
+def _nearest(embeddings, prototypes, counts):
+    """Index of the most similar prototype (cosine; both sides are unit vectors).
+
+    An all-zero embedding (an encoder that ends in a ReLU can output one) is
+    equally near every prototype; it gets the prototype with the most
+    training ECGs (``counts``), the best guess without evidence, rather than
+    whichever comes first.
+    """
+    nearest = np.argmax(embeddings @ prototypes.T, axis=1)
+    nearest[~embeddings.any(axis=1)] = np.argmax(counts)
+    return nearest
 
 
 class CROCSClusterer(
@@ -519,6 +527,14 @@ class CROCSClusterer(
         if self.validation_fraction is None:
             return np.arange(n_samples), None
         if groups is None:
+            warnings.warn(
+                "fit got no groups, so the early-stopping set (validation_fraction="
+                f"{self.validation_fraction}) is drawn ECG by ECG: leads or frames of one "
+                "patient can land on both sides, which makes the validation loss "
+                "optimistic. Pass groups=<patient id of each ECG> to fit.",
+                UserWarning,
+                stacklevel=5,  # _split < _fit < fit < scikit-learn's _fit_context < caller
+            )
             groups = np.arange(n_samples)
         n_groups = len(np.unique(groups))
         n_valid = math.ceil(self.validation_fraction * n_groups)
@@ -603,7 +619,7 @@ class CROCSClusterer(
                 UserWarning,
                 stacklevel=3,
             )
-        self.labels_ = _nearest(embeddings, self.prototypes_)
+        self.labels_ = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
         return embeddings
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -784,6 +800,10 @@ class CROCSClusterer(
     def predict(self, X):
         """Attributes of the nearest prototype of each ECG.
 
+        An ECG whose embedding is all zeros (an encoder that ends in a ReLU,
+        as the paper's CNN does, can output one) is equally near every
+        prototype; it gets the combination with the most training ECGs.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
@@ -795,7 +815,7 @@ class CROCSClusterer(
             In the layout of the ``y`` passed to ``fit``: 1-D for 1-D ``y``, a
             DataFrame with the same columns for a DataFrame ``y``.
         """
-        nearest = _nearest(self.transform(X), self.prototypes_)
+        nearest = _nearest(self.transform(X), self.prototypes_, self.prototype_counts_)
         return self._format_attributes(self.prototype_attributes_[nearest])
 
     def score(self, X, y):
@@ -818,7 +838,8 @@ class CROCSClusterer(
         embeddings = self._embed_input(X)
         frame, _ = self._attribute_frame(y, embeddings.shape[0], reset=False)
         true = self._encode_attributes(frame)
-        predicted = self._prototype_codes[_nearest(embeddings, self.prototypes_)]
+        nearest = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
+        predicted = self._prototype_codes[nearest]
         return float(np.mean(true == predicted))
 
     @property

@@ -414,12 +414,15 @@ def _top_k(
         Filter precisions to use, float32 always among them; None: those the
         CPU multiplies natively.
     sq_norm_range : (float, float), default=None
-        Smallest and largest squared norm of the database rows; None means
-        unit vectors: ``1 -+ _NORM_SLACK``. Rows far from unit norm (zero
-        embeddings) keep the result exact but weaken the filter.
+        Smallest and largest squared norm of the database rows (or a wider
+        range). Rows far from unit norm (zero embeddings) keep the result
+        exact but weaken the filter. None: measured, with ``max_abs``, in one
+        pass over the database (:func:`_value_ranges`); callers that search
+        the same database often measure it once and pass both.
     max_abs : float, default=None
         Largest absolute value in the database (or more), which sets the
-        scale of the int8 filter; None: the largest norm.
+        scale of the int8 filter; measured with ``sq_norm_range`` when that
+        is None, else None means the largest norm.
 
     Returns
     -------
@@ -433,7 +436,9 @@ def _top_k(
     n_samples = len(database)
     block_size = min(max(block_size or _BLOCK_ROWS, k), n_samples)  # first block: >= k rows
     chain = _filter_chain(precisions)
-    low, high = sq_norm_range or (1 - _NORM_SLACK, 1 + _NORM_SLACK)
+    if sq_norm_range is None:
+        sq_norm_range, max_abs = _value_ranges(database)
+    low, high = sq_norm_range
     thresholds = np.full(n_queries, -np.inf)
     filters = {}  # built when first used
 

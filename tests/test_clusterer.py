@@ -540,9 +540,11 @@ def test_categorical_attribute_keeps_declared_order(synthetic):
         ("AFIB", "F", ">=60"),
         ("AFIB", "F", "<60"),
     ]
-    predicted = model.predict(X[:5])
+    predicted = model.predict(X)
     assert isinstance(predicted["age_group"].dtype, pd.CategoricalDtype)
-    assert model.score(X, y) >= 0
+    # Decoded predictions and the encoded comparison in score use the same order.
+    expected = np.mean([(predicted[c].astype(str) == y[c].astype(str)).mean() for c in y])
+    assert model.score(X, y) == pytest.approx(expected)
 
 
 def test_chunked_and_memmap_transform_equal_in_memory(
@@ -625,5 +627,39 @@ def test_list_of_mixed_type_rows_keeps_value_types(synthetic):
     rows = [(r, int(s == "M")) for r, s in zip(y["rhythm"], y["sex"])]
     model = _model(max_epochs=1).fit(X, rows)
     assert [c.tolist() for c in model.categories_] == [["AFIB", "SB", "SR"], [0, 1]]
-    assert model.predict(X[:3])[:, 1].tolist()[0] in (0, 1)
-    assert model.score(X, rows) >= 0
+    predicted = model.predict(X)
+    assert {type(v) for v in predicted[:, 1]} == {int}
+    expected = np.mean(
+        [[p == t for p, t in zip(row, truth)] for row, truth in zip(predicted, rows)]
+    )
+    assert model.score(X, rows) == pytest.approx(expected)
+
+
+def test_zero_embedding_gets_the_most_frequent_combination(synthetic, monkeypatch):
+    X, y, _ = synthetic
+    # SB/M/>=60 (not the first combination) becomes the most frequent one.
+    extra = np.flatnonzero((y["rhythm"] == "SB") & (y["sex"] == "M") & (y["age_group"] == ">=60"))
+    X, y = np.concatenate([X, X[extra]]), pd.concat([y, y.iloc[extra]], ignore_index=True)
+    model = _model(max_epochs=1).fit(X, y)
+    embeddings = model.transform(X[:6])
+    embeddings[[1, 4]] = 0  # as a CNN ending in a ReLU can output
+    monkeypatch.setattr(model, "_embed_input", lambda X: embeddings)
+    predicted = model.predict(X[:6])
+    assert predicted.iloc[[1, 4]].to_numpy().tolist() == [["SB", "M", ">=60"]] * 2
+    nearest = np.argmax(embeddings @ model.prototypes_.T, axis=1)
+    keep = [0, 2, 3, 5]
+    assert (
+        predicted.iloc[keep].to_numpy().tolist()
+        == model.prototype_attributes_[nearest[keep]].tolist()
+    )
+
+
+def test_early_stopping_without_groups_warns_once(synthetic):
+    X, y, groups = synthetic
+    with pytest.warns(UserWarning, match=r"fit got no groups.*Pass groups=") as record:
+        _model(max_epochs=2, validation_fraction=0.2).fit(X, y)
+    assert len(record) == 1
+    assert record[0].filename == __file__  # points at the caller
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _model(max_epochs=2, validation_fraction=0.2).fit(X, y, groups=groups)

@@ -240,12 +240,10 @@ def _atomic_path(path):
 
 def _warn(message, category=UserWarning):
     """Warn with the location of the first caller outside this package."""
-    package_dir = os.path.dirname(os.path.abspath(__file__))
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     frame = sys._getframe(1)  # the caller of _warn, i.e. stacklevel=2
     level = 2
-    while frame is not None and os.path.dirname(
-        os.path.abspath(frame.f_code.co_filename)
-    ).startswith(package_dir):
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package_dir):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
