@@ -13,7 +13,7 @@ from .._attributes import as_attribute_frame
 from .._clusterer import _nearest
 from .._retrieval import _crocs_step, _top_k
 from ._clustering import clustering_report
-from ._retrieval import match_label, matchable_queries, retrieval_report
+from ._retrieval import chance_precision_at_k, match_label, matchable_queries, retrieval_report
 
 __all__ = ["evaluate_prototypes"]
 
@@ -30,12 +30,22 @@ PROTOTYPE_KINDS = {"CP CROCS": "learned", "TP CROCS": "mean"}
         "no_match": [StrOptions({"exclude", "zero"})],
         "percent": ["boolean"],
         "decimals": [Interval(Integral, 0, None, closed="left"), None],
+        "baselines": ["boolean"],
         "file": "no_validation",
     },
     prefer_skip_nested_validation=True,
 )
 def evaluate_prototypes(
-    estimator, X, y, *, k=(1, 5, 10), no_match="zero", percent=True, decimals=1, file=None
+    estimator,
+    X,
+    y,
+    *,
+    k=(1, 5, 10),
+    no_match="zero",
+    percent=True,
+    decimals=1,
+    baselines=True,
+    file=None,
 ):
     """Clustering and retrieval tables of a fitted CROCSClusterer for CP and TP CROCS.
 
@@ -45,7 +55,10 @@ def evaluate_prototypes(
     assignments are scored with :func:`clustering_report`. Retrieval (paper,
     Table 2): every prototype of each set retrieves its ``K`` nearest
     held-out ECGs, scored with :func:`retrieval_report` for every number of
-    matched attributes.
+    matched attributes. With ``baselines``, the tables also show what a
+    model that learned nothing scores: the majority predictor (each
+    attribute's most frequent value among the training ECGs) and random
+    retrieval (:func:`chance_precision_at_k` of the learned prototypes).
 
     Parameters
     ----------
@@ -66,6 +79,9 @@ def evaluate_prototypes(
         Report in percent.
     decimals : int or None, default=1
         Rounding of the tables.
+    baselines : bool, default=True
+        Add the rows "Majority" to the clustering table and "Random" to
+        the retrieval table.
     file : file-like, default=None
         Where to print the tables; ``None`` prints nothing.
 
@@ -97,7 +113,9 @@ def evaluate_prototypes(
     ...                        random_state=0).fit(X[:40], y[:40])
     >>> result = evaluate_prototypes(model, X[40:], y[40:])
     >>> result.clustering.index.tolist()
-    ['CP CROCS', 'TP CROCS']
+    ['CP CROCS', 'TP CROCS', 'Majority']
+    >>> result.retrieval.index.tolist()
+    ['CP CROCS', 'TP CROCS', 'Random']
     >>> result.clustering.columns.get_level_values(0).unique().tolist()
     ['attribute_0', 'attribute_1', 'combination']
     >>> result.retrieval.columns.tolist()
@@ -134,6 +152,12 @@ def evaluate_prototypes(
             for m in range(1, n_attributes + 1)
         }
         scored[method]["total"] = len(queries)
+    if baselines:
+        # Each attribute's most frequent value among the training ECGs.
+        counts = pd.Series(crocs.prototype_counts_)
+        training = pd.DataFrame(crocs.prototype_attributes_, columns=list(y_true.columns))
+        modes = [counts.groupby(training[c].to_numpy()).sum().idxmax() for c in training]
+        predictions["Majority"] = pd.DataFrame([modes] * len(y_true), columns=list(y_true.columns))
     clustering = clustering_report(y_true, predictions, percent=percent, decimals=decimals)
     with warnings.catch_warnings():
         # The counts of excluded queries are in retrieval_queries (and printed).
@@ -141,6 +165,18 @@ def evaluate_prototypes(
         retrieval = retrieval_report(
             y_true, neighbors, k=ks, no_match=no_match, percent=percent, decimals=decimals
         )
+    if baselines:
+        queries = neighbors["CP CROCS"][0]
+        chance = {
+            (kk, match_label(m, n_attributes)): chance_precision_at_k(
+                y_true, queries, k=kk, min_matches=m, no_match=no_match
+            )
+            for kk in ks
+            for m in range(1, n_attributes + 1)
+        }
+        chance = pd.DataFrame([chance], index=["Random"]) * (100 if percent else 1)
+        chance.columns = retrieval.columns
+        retrieval = pd.concat([retrieval, chance if decimals is None else chance.round(decimals)])
     retrieval_queries = pd.DataFrame.from_dict(scored, orient="index")
     retrieval_queries.columns.name = "# matches"
     if file is not None:

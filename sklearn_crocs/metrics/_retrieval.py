@@ -5,13 +5,14 @@ from numbers import Integral
 
 import numpy as np
 import pandas as pd
+from scipy.stats import hypergeom
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._attributes import as_attribute_frame
 from ._clustering import _joint_codes
 
-__all__ = ["matchable_queries", "precision_at_k", "retrieval_report"]
+__all__ = ["chance_precision_at_k", "matchable_queries", "precision_at_k", "retrieval_report"]
 
 
 def _attribute_codes(y_true, query_attributes):
@@ -109,6 +110,71 @@ def matchable_queries(y_true, query_attributes, *, min_matches=None):
     true_codes, query_codes = _attribute_codes(y_true, query_attributes)
     min_matches = _check_min_matches(min_matches, true_codes.shape[1])
     return _matchable(true_codes, query_codes, min_matches)
+
+
+@validate_params(
+    {
+        "y_true": ["array-like"],
+        "query_attributes": ["array-like"],
+        "k": [Interval(Integral, 1, None, closed="left")],
+        "min_matches": [Interval(Integral, 1, None, closed="left"), None],
+        "no_match": [StrOptions({"exclude", "zero"})],
+    },
+    prefer_skip_nested_validation=True,
+)
+def chance_precision_at_k(y_true, query_attributes, *, k, min_matches=None, no_match="zero"):
+    """Expected P@K of a retrieval that returns ``k`` items of ``y_true`` at random.
+
+    The baseline that a search must beat. For a query that ``n`` of the
+    ``N`` items match on ``min_matches`` attributes, ``k`` items drawn
+    without replacement include none of them with the hypergeometric
+    probability ``C(N - n, k) / C(N, k)``; the result averages ``1`` minus
+    that over the queries as :func:`precision_at_k` does.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+        True attributes of the searched set.
+    query_attributes : array-like of shape (n_queries, n_attributes), or DataFrame
+        Attributes of each query, as for :func:`precision_at_k`.
+    k : int
+        Number of retrieved items, at most ``n_samples``.
+    min_matches : int, default=None
+        Number of attribute values a retrieved item must share with the
+        query; ``None`` means all attributes (exact match).
+    no_match : {"zero", "exclude"}, default="zero"
+        Average over all queries (those without any match score 0), or over
+        the queries that some item matches, as in :func:`precision_at_k`.
+
+    Returns
+    -------
+    precision : float
+        In [0, 1]; NaN with ``no_match="exclude"`` when no query can be
+        matched.
+
+    Examples
+    --------
+    One query that two of four ECGs match: a random pair misses both with
+    probability C(2, 2) / C(4, 2) = 1/6.
+
+    >>> from sklearn_crocs.metrics import chance_precision_at_k
+    >>> y_true = [["SR", "F"], ["SR", "M"], ["AFIB", "M"], ["SR", "M"]]
+    >>> round(chance_precision_at_k(y_true, [["SR", "M"]], k=2), 4)
+    0.8333
+    """
+    true_codes, query_codes = _attribute_codes(y_true, query_attributes)
+    min_matches = _check_min_matches(min_matches, true_codes.shape[1])
+    n_samples = len(true_codes)
+    if k > n_samples:
+        raise ValueError(f"k={k} exceeds the {n_samples} item(s) of y_true.")
+    combinations, counts = np.unique(true_codes, axis=0, return_counts=True)
+    shared = (query_codes[:, None, :] == combinations[None, :, :]).sum(axis=2)
+    n_relevant = (shared >= min_matches) @ counts
+    if no_match == "exclude":
+        n_relevant = n_relevant[n_relevant > 0]
+        if not len(n_relevant):
+            return float("nan")
+    return float(np.mean(1 - hypergeom.pmf(0, n_samples, n_relevant, k)))
 
 
 def _hits(true_codes, query_codes, indices, k, min_matches):

@@ -9,6 +9,7 @@ from sklearn.frozen import FrozenEstimator
 
 from sklearn_crocs import CROCSClusterer, PrototypeRetriever
 from sklearn_crocs.metrics import (
+    chance_precision_at_k,
     clustering_report,
     evaluate_prototypes,
     make_precision_at_k_scorer,
@@ -45,9 +46,22 @@ def test_tables_match_the_retriever_and_the_reports(split):
             expected = int(matchable_queries(y, retriever.query_attributes_, min_matches=m).sum())
             assert result.retrieval_queries.loc[method, label] == expected
         assert result.retrieval_queries.loc[method, "total"] == len(retriever.prototypes_)
-    pd.testing.assert_frame_equal(result.retrieval, retrieval_report(y, neighbors))
+    # Baselines: each attribute's most frequent training value, and random retrieval.
+    train_counts = pd.Series(model.prototype_counts_)
+    modes = [
+        train_counts.groupby(model.prototype_attributes_[:, i]).sum().idxmax()
+        for i in range(y.shape[1])
+    ]
+    predictions["Majority"] = pd.DataFrame([modes] * len(y), columns=list(y.columns))
     pd.testing.assert_frame_equal(result.clustering, clustering_report(y, predictions))
-    assert result.retrieval.index.tolist() == ["CP CROCS", "TP CROCS"]
+    assert (result.clustering.loc["Majority", (slice(None), "AMI")] == 0).all()
+    methods = ["CP CROCS", "TP CROCS"]
+    pd.testing.assert_frame_equal(result.retrieval.loc[methods], retrieval_report(y, neighbors))
+    assert result.retrieval.index.tolist() == [*methods, "Random"]
+    queries = neighbors["CP CROCS"][0]
+    for (k, label), value in result.retrieval.loc["Random"].items():
+        m = 3 if label == "=3" else int(label[2:])
+        assert value == round(100 * chance_precision_at_k(y, queries, k=k, min_matches=m), 1)
     assert result.retrieval.columns.tolist() == [
         (k, m) for k in (1, 5, 10) for m in (">=1", ">=2", "=3")
     ]
@@ -60,6 +74,8 @@ def test_tables_match_the_retriever_and_the_reports(split):
         in text
     )
     assert text.count("CP CROCS") == 3
+    assert text.count("Majority") == 1
+    assert text.count("Random") == 1
 
 
 def test_options_and_pipeline(split):
@@ -91,7 +107,9 @@ def test_too_few_ecgs_for_k(split):
     model, X, y = split
     with pytest.raises(ValueError, match=r"k=10 exceeds the 5 held-out ECG\(s\)"):
         evaluate_prototypes(model, X[:5], y[:5])
-    assert evaluate_prototypes(model, X[:5], y[:5], k=5).retrieval.shape == (2, 3)
+    assert evaluate_prototypes(model, X[:5], y[:5], k=5).retrieval.shape == (3, 3)
+    plain = evaluate_prototypes(model, X[:5], y[:5], k=5, baselines=False)
+    assert plain.retrieval.index.tolist() == plain.clustering.index.tolist() == ["CP CROCS", "TP CROCS"]
 
 
 def test_neighbours_are_exact_for_zero_and_non_unit_embeddings(split, monkeypatch):

@@ -1,5 +1,6 @@
 """precision_at_k (Eq. 5), matchable_queries and retrieval_report on hand-worked examples."""
 
+import itertools
 import warnings
 
 import numpy as np
@@ -9,7 +10,12 @@ from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_crocs._retrieval import _top_k
-from sklearn_crocs.metrics import matchable_queries, precision_at_k, retrieval_report
+from sklearn_crocs.metrics import (
+    chance_precision_at_k,
+    matchable_queries,
+    precision_at_k,
+    retrieval_report,
+)
 
 # Six held-out ECGs with (class, sex, age) ...
 Y = pd.DataFrame(
@@ -201,3 +207,19 @@ def test_bad_input():
         retrieval_report(Y, {})
     with pytest.raises(ValueError, match=r"neighbors\['A'\] must be a tuple"):
         retrieval_report(Y, {"A": INDICES})
+
+
+def test_chance_precision_is_the_mean_over_every_possible_retrieval():
+    # Every set of k ECGs, in one order, is equally likely under random retrieval;
+    # the order within the k does not change P@K.
+    for k in (1, 2, 3):
+        for m in (1, 2, 3):
+            subsets = np.array(list(itertools.combinations(range(len(Y)), k)))
+            exhaustive = np.mean(
+                [precision_at_k(Y, np.tile(s, (len(QUERIES), 1)), QUERIES, min_matches=m)
+                 for s in subsets]
+            )  # fmt: skip
+            assert chance_precision_at_k(Y, QUERIES, k=k, min_matches=m) == pytest.approx(exhaustive)
+    assert chance_precision_at_k(Y, QUERIES, k=6, min_matches=3) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match=r"k=7 exceeds the 6 item\(s\) of y_true"):
+        chance_precision_at_k(Y, QUERIES, k=7)
