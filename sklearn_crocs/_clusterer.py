@@ -115,6 +115,10 @@ class CROCSClusterer(
         ``"soft"``: NCE-soft (an ECG is attracted to every prototype of its
         class, more strongly the more attributes they share); ``"hard"``:
         NCE-hard (only to the prototype of its exact combination).
+    reg_reduction : {"sum", "mean"}, default="sum"
+        How the regulariser adds up its terms over pairs of same-class
+        prototypes: their sum (Eq. 3) or their mean (the paper's text calls
+        it a mean-squared error).
     prototypes : {"learned", "mean"}, default="learned"
         Centroids used by :meth:`predict`, :meth:`predict_proba` and
         ``prototypes_``: the learned clinical prototypes (CP CROCS) or the
@@ -240,6 +244,7 @@ class CROCSClusterer(
         "tau_w": [Interval(Real, 0, None, closed="neither"), Options(Real, {math.inf})],
         "beta": [Interval(Real, 0, None, closed="left")],
         "loss": [StrOptions({"soft", "hard"})],
+        "reg_reduction": [StrOptions({"sum", "mean"})],
         "prototypes": [StrOptions({"learned", "mean"})],
         "class_attribute": [Interval(Integral, 0, None, closed="left"), str],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
@@ -261,6 +266,7 @@ class CROCSClusterer(
         tau_w=1.0,
         beta=0.2,
         loss="soft",
+        reg_reduction="sum",
         prototypes="learned",
         class_attribute=0,
         max_epochs=100,
@@ -279,6 +285,7 @@ class CROCSClusterer(
         self.tau_w = tau_w
         self.beta = beta
         self.loss = loss
+        self.reg_reduction = reg_reduction
         self.prototypes = prototypes
         self.class_attribute = class_attribute
         self.max_epochs = max_epochs
@@ -508,6 +515,7 @@ class CROCSClusterer(
             criterion__tau_w=self.tau_w,
             criterion__beta=self.beta,
             criterion__loss=self.loss,
+            criterion__reg_reduction=self.reg_reduction,
             optimizer=torch.optim.Adam,
             optimizer__fused=_fused_adam_supported(self.device),
             lr=self.lr,

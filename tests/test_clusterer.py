@@ -169,6 +169,7 @@ def test_loss_variants_reach_the_criterion(synthetic):
     weights = uniform.net_.criterion_.weights.numpy()
     np.testing.assert_allclose(weights[weights > 0], 0.25)
     assert uniform.net_.history[-1, "train_reg"] == 0.0
+    assert _model(reg_reduction="mean", max_epochs=1).fit(X, y).net_.criterion_.reg_reduction == "mean"
 
 
 def test_combination_without_examples(synthetic):

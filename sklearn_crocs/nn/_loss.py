@@ -90,8 +90,10 @@ class CROCSLoss(nn.Module):
 
         L_reg = sum_{j, k: class_j == class_k} (||p_j - p_k|| - beta * Hamming(A_j, A_k))^2
 
-    with L2-normalised prototypes. Log-softmax is evaluated stably in the
-    dtype of the inputs (float32 or float64).
+    with L2-normalised prototypes, or with ``reg_reduction="mean"`` its mean
+    over the ordered pairs ``j != k`` (the paper's text calls the term a
+    mean-squared error; Eq. 3 writes the sum). Log-softmax is evaluated
+    stably in the dtype of the inputs (float32 or float64).
 
     Parameters
     ----------
@@ -112,6 +114,10 @@ class CROCSLoss(nn.Module):
         disables the regulariser.
     loss : {"soft", "hard"}, default="soft"
         Assignment of ECGs to prototypes.
+    reg_reduction : {"sum", "mean"}, default="sum"
+        Sum (Eq. 3) or mean of the regulariser's terms over the ordered
+        same-class pairs. With 16 prototypes of 2 classes the sum has 112
+        terms, so at initialisation it is about 30 times the NCE term.
     prototype_init : array-like of shape (n_prototypes, embedding_dim), default=None
         Initial prototypes. By default, unit vectors in uniformly random
         directions drawn with torch's current random state (only directions
@@ -158,12 +164,15 @@ class CROCSLoss(nn.Module):
         tau_w=1.0,
         beta=0.2,
         loss="soft",
+        reg_reduction="sum",
         prototype_init=None,
     ):
         super().__init__()
         combinations = _as_combinations(combinations)
         if loss not in ("soft", "hard"):
             raise ValueError(f"loss must be 'soft' or 'hard'; got {loss!r}.")
+        if reg_reduction not in ("sum", "mean"):
+            raise ValueError(f"reg_reduction must be 'sum' or 'mean'; got {reg_reduction!r}.")
         if not tau_s > 0:
             raise ValueError(f"tau_s must be positive; got {tau_s!r}.")
         if beta < 0:
@@ -172,6 +181,7 @@ class CROCSLoss(nn.Module):
         self.tau_s = float(tau_s)
         self.beta = float(beta)
         self.loss = loss
+        self.reg_reduction = reg_reduction
 
         if prototype_init is None:
             init = F.normalize(torch.randn(n_prototypes, embedding_dim), dim=1)
@@ -224,7 +234,9 @@ class CROCSLoss(nn.Module):
         p = F.normalize(self.prototypes, dim=1)
         distance = torch.linalg.vector_norm(p[self._pair_j] - p[self._pair_k], dim=1)
         target = self.hamming[self._pair_j, self._pair_k].to(p.dtype)
-        return 2.0 * torch.sum((distance - target) ** 2)
+        squares = (distance - target) ** 2
+        # Each unordered pair stands for the two ordered ones: same mean, twice the sum.
+        return squares.mean() if self.reg_reduction == "mean" else 2.0 * squares.sum()
 
     def loss_parts(self, embeddings, target):
         """Return ``(nce, reg)``, the two terms of the total loss."""

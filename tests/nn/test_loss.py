@@ -32,7 +32,9 @@ def _naive_weights(combinations, class_attribute, tau_w):
     return w
 
 
-def _naive_loss(v, p, targets, combinations, *, tau_s, tau_w, beta, kind, class_attribute=0):
+def _naive_loss(
+    v, p, targets, combinations, *, tau_s, tau_w, beta, kind, class_attribute=0, reduction="sum"
+):
     """L_NCE + L_reg with explicit loops (float64 math, returned as a Python float)."""
     v = v.detach().double().numpy()
     p = p.detach().double().numpy()
@@ -50,7 +52,7 @@ def _naive_loss(v, p, targets, combinations, *, tau_s, tau_w, beta, kind, class_
             if w:
                 nce -= w * (s[j] - log_denominator)
     nce /= len(v)
-    reg = 0.0
+    reg, n_pairs = 0.0, 0
     if beta:
         for j in range(m):
             for k in range(m):
@@ -60,6 +62,9 @@ def _naive_loss(v, p, targets, combinations, *, tau_s, tau_w, beta, kind, class_
                 pk = p[k] / np.linalg.norm(p[k])
                 hamming = sum(int(a != b) for a, b in zip(combinations[j], combinations[k]))
                 reg += (np.linalg.norm(pj - pk) - beta * hamming) ** 2
+                n_pairs += j != k
+    if reduction == "mean" and n_pairs:
+        reg /= n_pairs
     return nce, reg
 
 
@@ -69,6 +74,9 @@ CASES = [
     pytest.param({"kind": "soft", "tau_w": 1.0, "beta": 0.0}, id="nce-soft-tau_w-1"),
     pytest.param({"kind": "soft", "tau_w": 0.5, "beta": 0.2}, id="nce-soft+reg"),
     pytest.param({"kind": "hard", "tau_w": 1.0, "beta": 0.4}, id="nce-hard+reg"),
+    pytest.param(
+        {"kind": "soft", "tau_w": 1.0, "beta": 0.2, "reduction": "mean"}, id="nce-soft+mean-reg"
+    ),
 ]
 
 
@@ -87,6 +95,7 @@ def test_loss_matches_naive_loop(case, dtype):
         tau_w=case["tau_w"],
         beta=case["beta"],
         loss=case["kind"],
+        reg_reduction=case.get("reduction", "sum"),
         prototype_init=torch.as_tensor(p0, dtype=dtype),
     )
     assert criterion.prototypes.dtype == dtype
@@ -100,6 +109,7 @@ def test_loss_matches_naive_loop(case, dtype):
         tau_w=case["tau_w"],
         beta=case["beta"],
         kind=case["kind"],
+        reduction=case.get("reduction", "sum"),
     )
     rtol = 1e-5 if dtype == torch.float32 else 1e-12
     assert nce.dtype == dtype and reg.dtype == dtype
@@ -238,6 +248,7 @@ def test_gradient_reaches_prototypes():
         ({"tau_s": 0}, "tau_s must be positive"),
         ({"tau_w": -1.0}, "tau_w must be positive"),
         ({"beta": -0.1}, "beta must be non-negative"),
+        ({"reg_reduction": "max"}, "reg_reduction must be 'sum' or 'mean'"),
         ({"prototype_init": np.zeros((2, 4))}, r"prototype_init must have shape \(24, 4\)"),
     ],
 )
