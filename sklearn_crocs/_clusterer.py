@@ -26,6 +26,7 @@ from skorch.helper import predefined_split
 from torch import nn
 
 from ._attributes import as_attribute_frame
+from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
 from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, ResNet1dEncoder
 from .nn._net import _KeepBestState
@@ -167,6 +168,14 @@ class CROCSClusterer(
         neither used nor changed.
     verbose : int, default=0
         ``0`` is silent; ``1`` prints one line per epoch (losses and time).
+    memory_budget : "auto", int or None, default="auto"
+        Bytes of memory a fit may need. Before allocating anything, ``fit``
+        estimates its peak memory (the M x M weight tables of the M attribute
+        combinations, the regulariser's prototype pairs, the prototypes with
+        their optimiser state, one batch's activations and logits) and raises
+        a ``ValueError`` naming the parameter or attribute responsible when
+        the estimate exceeds the budget. ``"auto"``: half of the memory
+        available when ``fit`` starts; ``None``: no check.
 
     Attributes
     ----------
@@ -264,6 +273,7 @@ class CROCSClusterer(
         "device": [str, torch.device],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "memory_budget": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -285,6 +295,7 @@ class CROCSClusterer(
         device="cpu",
         random_state=None,
         verbose=0,
+        memory_budget="auto",
     ):
         self.encoder = encoder
         self.encoder_params = encoder_params
@@ -303,6 +314,7 @@ class CROCSClusterer(
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.memory_budget = memory_budget
 
     # ------------------------------------------------------------------ input
     def _validate_signals(self, X, *, reset, ensure_all_finite=True):
@@ -573,6 +585,11 @@ class CROCSClusterer(
         X = self._validate_signals(X, reset=True)
         n_samples = X.shape[0]
         combination = self._fit_attributes(y, n_samples)
+        encoder = _ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
+        size = activation_size(
+            encoder, *self.input_shape_, self.embedding_dim, self.encoder_params or {}
+        )
+        check_fit_memory(self, tuple(len(c) for c in self.categories_), size)
         if groups is not None:
             groups = np.asarray(groups)
             check_consistent_length(X, groups)
@@ -612,6 +629,7 @@ class CROCSClusterer(
         means[counts == 0] = np.nan
         self._mean_prototypes = means
         self._prototype_counts = counts
+        check_training(net.history, embeddings, X)
         self._select_prototypes()
         if self.prototypes == "mean" and (counts == 0).any():
             missing = self._all_prototype_attributes[counts == 0]
