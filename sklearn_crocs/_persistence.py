@@ -39,6 +39,8 @@ FORMAT_NAME = "sklearn-crocs"
 #: whenever the meaning of a field changes.
 FORMAT_VERSION = 1
 _METADATA_KEY = "sklearn_crocs"
+# The document's own SHA-256, so that a changed byte in it is found too.
+_DIGEST_KEY = "sklearn_crocs_sha256"
 
 
 class InvalidModelFileError(ValueError):
@@ -160,6 +162,10 @@ def _json_default(value):
 
 
 # ---------------------------------------------------------------- the file
+def _text_digest(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _digest(tensor):
     data = tensor.contiguous().reshape(-1).view(torch.uint8).numpy()
     return hashlib.sha256(data.tobytes()).hexdigest()
@@ -192,9 +198,10 @@ def _write(path, kind, document, tensors):
         **document,
     }
     try:
-        metadata = {_METADATA_KEY: json.dumps(header, default=_json_default)}
+        text = json.dumps(header, default=_json_default)
     except TypeError as exc:  # e.g. an object that someone put in net_.history
         raise TypeError(f"Cannot save this {kind}: {exc}.") from exc
+    metadata = {_METADATA_KEY: text, _DIGEST_KEY: _text_digest(text)}
     path = os.fspath(path)
     with _atomic_path(path) as tmp:
         save_file(tensors, os.fspath(tmp), metadata=metadata)
@@ -215,6 +222,11 @@ def _read(path, kind):
                     f"{path} is a safetensors file but not an sklearn-crocs model: its "
                     f"header has no {_METADATA_KEY!r} document. Save models with "
                     f"{kind}.save."
+                )
+            if metadata.get(_DIGEST_KEY) != _text_digest(text):
+                raise InvalidModelFileError(
+                    f"{path}: the model document does not match its SHA-256: the file "
+                    "is damaged or was altered. Copy or save it again."
                 )
             try:
                 document = json.loads(text)

@@ -1,5 +1,6 @@
 """Model files: no training data in fitted models, safe save/load, refusal of bad files."""
 
+import hashlib
 import io
 import json
 import pickle
@@ -299,7 +300,9 @@ def _rewrite(path, *, document=None, header=None, tensors=None, drop=()):
     stored.update(tensors or {})
     for name in drop:
         stored.pop(name)
-    save_file(stored, path, metadata={"sklearn_crocs": json.dumps(meta)})
+    text = json.dumps(meta)  # altered deliberately: with a matching document hash
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    save_file(stored, path, metadata={"sklearn_crocs": text, "sklearn_crocs_sha256": digest})
 
 
 @pytest.fixture
@@ -334,6 +337,16 @@ def test_flipped_tensor_bytes(saved, offset):
     data[offset] ^= 0x01
     saved.write_bytes(bytes(data))
     with pytest.raises(InvalidModelFileError, match="sha256 .* but the model document says"):
+        CROCSClusterer.load(saved)
+
+
+@pytest.mark.bad_input("Model file", "document bytes changed", "InvalidModelFileError")
+@pytest.mark.parametrize(("old", "new"), [(b'tau_s\\": 0.1', b'tau_s\\": 0.3'), (b'verbose\\": 0', b'verbose\\": 1')])
+def test_changed_document_bytes(saved, old, new):
+    data = saved.read_bytes()
+    assert data.count(old) == 1
+    saved.write_bytes(data.replace(old, new))
+    with pytest.raises(InvalidModelFileError, match="does not match its SHA-256"):
         CROCSClusterer.load(saved)
 
 
@@ -395,7 +408,9 @@ def test_not_a_model_file(fitted_models, data, tmp_path, content):
         save_file({"w": torch.zeros(2)}, path)
         match = "not an sklearn-crocs model"
     elif content == "json-garbage":
-        save_file({"w": torch.zeros(2)}, path, metadata={"sklearn_crocs": "{not json"})
+        digest = hashlib.sha256(b"{not json").hexdigest()
+        metadata = {"sklearn_crocs": "{not json", "sklearn_crocs_sha256": digest}
+        save_file({"w": torch.zeros(2)}, path, metadata=metadata)
         match = "not valid JSON"
     else:
         PrototypeRetriever(fitted_models[0]).fit(data[0]).save(path)
