@@ -38,7 +38,7 @@ bench: $(STAMP)
 
 ## bad-input-table: rerun the tests marked bad_input and rewrite the Reliability page's table
 bad-input-table: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -m bad_input --bad-input-table docs/user_guide/bad_input_table.txt
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -m bad_input --bad-input-table=docs/user_guide/bad_input_table.txt
 
 lint: $(STAMP)
 	$(BIN)/ruff check sklearn_crocs tests examples benchmarks scripts

@@ -284,8 +284,9 @@ def _check_header(path, kind, document):
             f"{path} holds a {document.get('kind')}, not a {kind}; load it with "
             f"{document.get('kind')}.load."
         )
-    if not isinstance(document.get("tensors"), dict):
-        raise InvalidModelFileError(f"{path}: the model document has no tensor manifest.")
+    manifest = document.get("tensors")
+    if not isinstance(manifest, dict) or not all(isinstance(v, dict) for v in manifest.values()):
+        raise InvalidModelFileError(f"{path}: the model document has no valid tensor manifest.")
 
 
 def _class_name(cls):
@@ -358,7 +359,7 @@ def _clusterer_from_state(cls, document, tensors, path, *, device, encoder, pref
         return _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix)
     except InvalidModelFileError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
         # InvalidParameterError is a ValueError; load_state_dict raises RuntimeError.
         raise InvalidModelFileError(
             f"{path}: the model document and tensors do not describe a valid "
@@ -573,7 +574,7 @@ def load_retriever(cls, path, *, device=None, encoder=None):
             retriever._set_fitted(estimator, embeddings)
     except InvalidModelFileError:
         raise
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
         raise InvalidModelFileError(
             f"{path}: the model document and tensors do not describe a valid "
             f"PrototypeRetriever ({type(exc).__name__}: {exc}). The file was altered or "

@@ -6,6 +6,7 @@ import json
 import pickle
 import sys
 import warnings
+from datetime import timedelta
 
 import joblib
 import numpy as np
@@ -13,6 +14,8 @@ import pandas as pd
 import pytest
 import torch
 from conftest import make_synthetic_ecgs
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from safetensors import safe_open
 from safetensors.torch import save_file
 from sklearn.base import clone
@@ -379,21 +382,25 @@ def test_tensors_not_matching_the_manifest(saved, change, match):
         {"y_kind": "bogus"},
         {"history": "not a list"},
         {"encoder": "transformer"},
+        {"params": [1, 2]},
+        {"tensors": {"labels": 5}},
     ],
     ids=["embedding-dim", "invalid-param", "unknown-param", "categories", "input-shape",
-         "y-kind", "history", "encoder"],
+         "y-kind", "history", "encoder", "params-list", "manifest-entry"],
 )  # fmt: skip
 def test_document_not_matching_the_tensors(saved, document):
     with safe_open(saved, framework="pt") as fh:
         meta = json.loads(fh.metadata()["sklearn_crocs"])
     for key, value in document.items():
-        if key == "params":
+        if key == "params" and isinstance(value, dict):
             params = meta["params"]
             params.update(value)
             value = params
         meta[key] = value
     _rewrite(saved, document=meta)
-    with pytest.raises(InvalidModelFileError, match="do not describe a valid CROCSClusterer"):
+    with pytest.raises(
+        InvalidModelFileError, match="do not describe a valid CROCSClusterer|no valid tensor manifest"
+    ):
         CROCSClusterer.load(saved)
 
 
@@ -426,3 +433,36 @@ def test_save_refuses_unfitted_and_load_a_missing_file(tmp_path):
         PrototypeRetriever(CROCSClusterer()).save(tmp_path / "m.safetensors")
     with pytest.raises(FileNotFoundError, match="No model file"):
         CROCSClusterer.load(tmp_path / "missing.safetensors")
+
+
+_FUZZ_CASES = []
+
+
+@pytest.mark.bad_input("Model file (fuzz)", "random byte flips and truncations", "InvalidModelFileError")
+def test_fuzz_model_file(fitted_models, tmp_path, record_property):
+    # Every changed byte is in the length prefix, the header (JSON with its
+    # own SHA-256, or padding) or a tensor (with its SHA-256): none loads.
+    path = tmp_path / "model.safetensors"
+    fitted_models[0].save(path)
+    original = path.read_bytes()
+
+    @settings(max_examples=200, deadline=timedelta(seconds=10), derandomize=True, database=None)
+    @given(
+        flips=st.lists(st.tuples(st.integers(0, 2**31), st.integers(1, 255)), min_size=1, max_size=3),
+        cut=st.one_of(st.none(), st.integers(0, 2**31)),
+    )
+    def check(flips, cut):
+        data = bytearray(original)
+        for position, mask in flips:
+            data[position % len(data)] ^= mask
+        if cut is not None:
+            data = data[: cut % len(data)]
+        assume(bytes(data) != original)  # flips of one byte can cancel out
+        path.write_bytes(bytes(data))
+        with pytest.raises(InvalidModelFileError):
+            CROCSClusterer.load(path)
+        _FUZZ_CASES.append(1)
+
+    _FUZZ_CASES.clear()
+    check()
+    record_property("bad_input_cases", len(_FUZZ_CASES))
