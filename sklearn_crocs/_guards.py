@@ -130,38 +130,37 @@ def check_fit_memory(estimator, dims, activation_size):
 
 
 def check_training(history, embeddings, X):
-    """Warn when training failed: a non-finite or exploding loss, or collapsed embeddings."""
-    advice = (
-        "Scale the input: normalise each frame, e.g. with "
-        "sklearn_crocs.datasets.FrameNormalizer before the clusterer in a Pipeline"
+    """Warn when training failed: a non-finite or exploding loss, else collapsed embeddings."""
+    scale = (
+        "normalise each frame, e.g. with sklearn_crocs.datasets.FrameNormalizer before "
+        "the clusterer in a Pipeline"
     )
     losses = np.asarray(history[:, "train_loss"], dtype=float)
     nce = np.asarray(history[:, "train_nce"], dtype=float)
+    spread = np.ptp(embeddings, axis=0).max() if len(embeddings) else 0.0
     if not np.isfinite(losses).all():
         epoch = int(np.flatnonzero(~np.isfinite(losses))[0]) + 1
-        warnings.warn(
+        message = (
             f"The training loss became {losses[epoch - 1]} in epoch {epoch}: training "
-            f"diverged and the model is not usable. {advice}, lower lr, or raise tau_s.",
-            ConvergenceWarning,
-            stacklevel=5,  # check_training, _fit, fit, _fit_context, the caller
+            f"diverged and the model is not usable. Scale the input ({scale}), lower lr, "
+            "or raise tau_s."
         )
     elif nce.max() > _NCE_LIMIT:
-        warnings.warn(
+        message = (
             f"The contrastive loss reached {nce.max():.3g}, far above the at most "
-            f"about 2 / tau_s + log(n_prototypes) of similarities at a sensible scale: "
-            f"tau_s is so small that the softmax is saturated and training learns "
-            f"nothing. Use tau_s around 0.1 (the paper's value).",
-            ConvergenceWarning,
-            stacklevel=5,  # check_training, _fit, fit, _fit_context, the caller
+            "about 2 / tau_s + log(n_prototypes) of similarities at a sensible scale: "
+            "tau_s is so small that the softmax is saturated and training learns "
+            "nothing. Use tau_s around 0.1 (the paper's value)."
         )
-    spread = np.ptp(embeddings, axis=0).max() if len(embeddings) else 0.0
-    if not np.isfinite(embeddings).all() or spread <= _COLLAPSE_SPREAD:
-        warnings.warn(
+    elif not np.isfinite(embeddings).all() or spread <= _COLLAPSE_SPREAD:
+        message = (
             f"All {len(embeddings)} training ECGs have the same embedding (fewer than 2 "
-            f"distinct ones): the encoder's output collapsed, and every ECG gets the "
-            f"same prototype. The usual cause is input far from unit scale (the largest "
-            f"absolute value here is {float(np.abs(X).max()):.3g}): {advice[0].lower()}"
-            f"{advice[1:]}; otherwise lr or tau_s far from their defaults.",
-            ConvergenceWarning,
-            stacklevel=5,  # check_training, _fit, fit, _fit_context, the caller
+            "distinct ones): the encoder's output collapsed, and every ECG gets the "
+            "same prototype. The usual cause is input far from unit scale (the largest "
+            f"absolute value here is {float(np.abs(X).max()):.3g}): {scale}. Otherwise, "
+            "lr or tau_s may be far from their defaults."
         )
+    else:
+        return
+    # check_training, _fit, fit, _fit_context, the caller
+    warnings.warn(message, ConvergenceWarning, stacklevel=5)
