@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_FLAGS := -c constraints-cpu.txt
 
-.PHONY: run test lint docs bench clean
+.PHONY: run test lint docs bench clean bad-input-table
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ docs: $(DOCS_STAMP)
 ## bench: training/embedding, retrieval and scaling benchmarks (minutes; run on a quiet machine)
 bench: $(STAMP)
 	cd benchmarks && ../$(BIN)/python bench_training.py && ../$(BIN)/python bench_retrieval.py && ../$(BIN)/python bench_scaling.py
+
+## bad-input-table: rerun the tests marked bad_input and rewrite the Reliability page's table
+bad-input-table: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -m bad_input --bad-input-table=docs/user_guide/bad_input_table.txt
 
 lint: $(STAMP)
 	$(BIN)/ruff check sklearn_crocs tests examples benchmarks scripts

@@ -5,8 +5,9 @@ NeurIPS 2021).
 """
 
 from ._clusterer import CROCSClusterer
+from ._persistence import InvalidModelFileError
 from ._retrieval import PrototypeRetriever
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["CROCSClusterer", "PrototypeRetriever", "__version__"]
+__all__ = ["CROCSClusterer", "InvalidModelFileError", "PrototypeRetriever", "__version__"]

@@ -26,6 +26,8 @@ from skorch.helper import predefined_split
 from torch import nn
 
 from ._attributes import as_attribute_frame
+from ._guards import activation_size, check_fit_memory, check_training
+from ._persistence import load_clusterer, save_clusterer
 from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, ResNet1dEncoder
 from .nn._net import _KeepBestState
 
@@ -59,6 +61,27 @@ def _fused_adam_supported(device):
 def _python_value(value):
     """A numpy scalar as the Python scalar it holds, for readable messages."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _device_problem(device):
+    """Why torch cannot use ``device`` here, or None if it can."""
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        return f"it is not a torch device ({exc})"
+    if device.type == "cpu":
+        return None
+    backend = torch.backends.mps if device.type == "mps" else getattr(torch, device.type, None)
+    is_available = getattr(backend, "is_available", None)
+    if is_available is None or not is_available():
+        return (
+            f"torch.{device.type}.is_available() is False: this PyTorch build or this "
+            f"machine has no {device.type} device"
+        )
+    count = getattr(backend, "device_count", None)
+    if device.index is not None and count is not None and device.index >= count():
+        return f"only {count()} {device.type} device(s) are visible"
+    return None
 
 
 def _nearest(embeddings, prototypes, counts):
@@ -157,6 +180,14 @@ class CROCSClusterer(
         neither used nor changed.
     verbose : int, default=0
         ``0`` is silent; ``1`` prints one line per epoch (losses and time).
+    memory_budget : "auto", int or None, default="auto"
+        Bytes of memory a fit may need. Before allocating anything, ``fit``
+        estimates its peak memory (the M x M weight tables of the M attribute
+        combinations, the regulariser's prototype pairs, the prototypes with
+        their optimiser state, one batch's activations and logits) and raises
+        a ``ValueError`` naming the parameter or attribute responsible when
+        the estimate exceeds the budget. ``"auto"``: half of the memory
+        available when ``fit`` starts; ``None``: no check.
 
     Attributes
     ----------
@@ -255,6 +286,7 @@ class CROCSClusterer(
         "device": [str, torch.device],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "memory_budget": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -277,6 +309,7 @@ class CROCSClusterer(
         device="cpu",
         random_state=None,
         verbose=0,
+        memory_budget="auto",
     ):
         self.encoder = encoder
         self.encoder_params = encoder_params
@@ -296,6 +329,7 @@ class CROCSClusterer(
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.memory_budget = memory_budget
 
     # ------------------------------------------------------------------ input
     def _validate_signals(self, X, *, reset, ensure_all_finite=True):
@@ -566,9 +600,20 @@ class CROCSClusterer(
 
     def _fit(self, X, y, groups):
         """Train encoder and prototypes; return the embeddings of X."""
+        problem = _device_problem(self.device)
+        if problem is not None:
+            raise ValueError(
+                f"device={self.device!r} cannot be used: {problem}. Pass device='cpu', "
+                "or a device that torch can use here."
+            )
         X = self._validate_signals(X, reset=True)
         n_samples = X.shape[0]
         combination = self._fit_attributes(y, n_samples)
+        encoder = _ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
+        size = activation_size(
+            encoder, *self.input_shape_, self.embedding_dim, self.encoder_params or {}
+        )
+        check_fit_memory(self, tuple(len(c) for c in self.categories_), size)
         if groups is not None:
             groups = np.asarray(groups)
             check_consistent_length(X, groups)
@@ -591,6 +636,9 @@ class CROCSClusterer(
                 net.fit(X, combination)
             else:
                 net.fit(X[train], combination[train])
+        # predefined_split holds the validation ECGs: a fitted model (and so any
+        # file it is saved to) must not carry training data.
+        net.train_split = None
         self.net_ = net
         self.n_iter_ = len(net.history)
 
@@ -605,16 +653,8 @@ class CROCSClusterer(
         means[counts == 0] = np.nan
         self._mean_prototypes = means
         self._prototype_counts = counts
-
-        if self.prototypes == "mean":
-            used = counts > 0
-            self.prototypes_ = self._mean_prototypes[used]
-        else:
-            used = np.ones(len(counts), dtype=bool)
-            self.prototypes_ = self._learned_prototypes
-        self.prototype_attributes_ = self._all_prototype_attributes[used]
-        self.prototype_counts_ = counts[used]
-        self._prototype_codes = self._combinations[used]
+        check_training(net.history, embeddings, X)
+        self._select_prototypes()
         if self.prototypes == "mean" and (counts == 0).any():
             missing = self._all_prototype_attributes[counts == 0]
             listed = "; ".join(str(tuple(map(_python_value, row))) for row in missing[:10])
@@ -629,6 +669,19 @@ class CROCSClusterer(
             )
         self.labels_ = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
         return embeddings
+
+    def _select_prototypes(self):
+        """Set ``prototypes_`` and its companions from the learned or mean prototypes."""
+        counts = self._prototype_counts
+        if self.prototypes == "mean":
+            used = counts > 0
+            self.prototypes_ = self._mean_prototypes[used]
+        else:
+            used = np.ones(len(counts), dtype=bool)
+            self.prototypes_ = self._learned_prototypes
+        self.prototype_attributes_ = self._all_prototype_attributes[used]
+        self.prototype_counts_ = counts[used]
+        self._prototype_codes = self._combinations[used]
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None):
@@ -849,6 +902,98 @@ class CROCSClusterer(
         nearest = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
         predicted = self._prototype_codes[nearest]
         return float(np.mean(true == predicted))
+
+    def save(self, path):
+        """Write the fitted model to a file that runs no code when loaded.
+
+        The file is a safetensors file: the network's weights, the prototypes
+        and the other fitted arrays as tensors, and a JSON document with the
+        parameters, attribute names, categories and dtypes, the input shape,
+        the training history and the library versions. It holds no training
+        signal. Unlike a pickle (``joblib.dump``), loading it cannot run
+        code; see :ref:`persistence`.
+
+        Parameters
+        ----------
+        path : str or path-like
+            File to write (replaced atomically if it exists); the extension
+            ``.safetensors`` is customary.
+
+        Returns
+        -------
+        self : CROCSClusterer
+            The estimator, unchanged.
+
+        See Also
+        --------
+        load : Read a saved model.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from sklearn_crocs import CROCSClusterer
+        >>> rng = np.random.RandomState(0)
+        >>> X, y = rng.randn(40, 400), np.repeat(["A", "B"], 20)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "model.safetensors")
+        ...     _ = model.save(path)
+        ...     loaded = CROCSClusterer.load(path)
+        >>> loaded.predict(X[:4]).tolist() == model.predict(X[:4]).tolist()
+        True
+        """
+        check_is_fitted(self, "net_")
+        save_clusterer(self, path)
+        return self
+
+    @classmethod
+    def load(cls, path, *, device=None, encoder=None):
+        """Read a model written by :meth:`save`.
+
+        Only JSON and tensors are read: nothing in the file is executed or
+        imported. The file is refused with an
+        :class:`~sklearn_crocs.InvalidModelFileError` when it was written in
+        another format version, is truncated, or holds tensors that differ
+        from its document (names, dtypes, shapes or SHA-256).
+
+        Parameters
+        ----------
+        path : str or path-like
+            A file written by :meth:`save`.
+        device : str or torch.device, default=None
+            Device of the loaded model. ``None``: the saved ``device`` if
+            torch can use it here, else the CPU, with a warning (a model
+            saved on a GPU machine loads on a CPU-only one).
+        encoder : nn.Module subclass, default=None
+            The encoder class, for a model fitted with a custom encoder
+            class: the file records only its name, and classes are never
+            imported from a file.
+
+        Returns
+        -------
+        model : CROCSClusterer
+            The fitted model; it predicts, transforms and scores as the one
+            that was saved.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from sklearn_crocs import CROCSClusterer
+        >>> rng = np.random.RandomState(0)
+        >>> X, y = rng.randn(40, 400), np.repeat([0, 1], 20)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "model.safetensors")
+        ...     _ = model.save(path)
+        ...     loaded = CROCSClusterer.load(path, device="cpu")
+        >>> np.array_equal(loaded.transform(X), model.transform(X))
+        True
+        """
+        return load_clusterer(cls, path, device=device, encoder=encoder)
 
     @property
     def _n_features_out(self):

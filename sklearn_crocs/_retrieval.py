@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._clusterer import _python_value
+from ._persistence import load_retriever, save_retriever
 
 __all__ = ["PrototypeRetriever"]
 
@@ -765,14 +766,107 @@ default=None
             estimator.fit(X, y, **params)
             crocs = _crocs_step(estimator)
         self.estimator_ = estimator
-        self._set_embeddings(self._embed(X, name="X"))
+        self._set_fitted(estimator, self._embed(X, name="X"))
+        return self
+
+    def _set_fitted(self, estimator, embeddings):
+        """Set the fitted state for a fitted ``estimator`` and the database ``embeddings``."""
+        crocs = _crocs_step(estimator)
+        self.estimator_ = estimator
+        self._set_embeddings(embeddings)
         self.prototypes_, self.prototype_attributes_ = crocs.get_prototypes(self.query)
         self.attribute_names_ = list(crocs.attribute_names_)
         self.query_attributes_ = pd.DataFrame(
             {n: self.prototype_attributes_[:, i] for i, n in enumerate(self.attribute_names_)}
         )
         self.n_features_in_ = estimator.n_features_in_
+
+    def save(self, path, *, include_embeddings=False):
+        """Write the retriever to a file that runs no code when loaded.
+
+        The estimator is saved as by :meth:`CROCSClusterer.save`, with its
+        wrapping (:class:`~sklearn.frozen.FrozenEstimator`, a
+        :class:`~sklearn.pipeline.Pipeline` of
+        :class:`~sklearn_crocs.datasets.FrameNormalizer` steps ending in the
+        clusterer). The database embeddings are written only when asked:
+        they describe the indexed ECGs, which may be patient data.
+
+        Parameters
+        ----------
+        path : str or path-like
+            File to write (replaced atomically if it exists).
+        include_embeddings : bool, default=False
+            Also write ``embeddings_``, so that the loaded retriever searches
+            without the database. Without them, index the database again with
+            ``PrototypeRetriever.load(path).fit(X_database)``.
+
+        Returns
+        -------
+        self : PrototypeRetriever
+            The retriever, unchanged.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+        >>> rng = np.random.RandomState(0)
+        >>> X, y = rng.randn(40, 400), np.repeat(["A", "B"], 20)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> retriever = PrototypeRetriever(model, n_neighbors=3).fit(X)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "retriever.safetensors")
+        ...     _ = retriever.save(path)
+        ...     loaded = PrototypeRetriever.load(path).fit(X)  # index the database again
+        >>> np.array_equal(loaded.kneighbors()[1], retriever.kneighbors()[1])
+        True
+        """
+        check_is_fitted(self)
+        save_retriever(self, path, include_embeddings=include_embeddings)
         return self
+
+    @classmethod
+    def load(cls, path, *, device=None, encoder=None):
+        """Read a retriever written by :meth:`save`.
+
+        Nothing in the file is executed or imported; the checks of
+        :meth:`CROCSClusterer.load` apply.
+
+        Parameters
+        ----------
+        path : str or path-like
+            A file written by :meth:`save`.
+        device : str or torch.device, default=None
+            Device of the loaded estimator, as in :meth:`CROCSClusterer.load`.
+        encoder : nn.Module subclass, default=None
+            The encoder class of a model fitted with a custom one.
+
+        Returns
+        -------
+        retriever : PrototypeRetriever
+            Fitted if the file holds the embeddings; otherwise its
+            ``estimator`` is the fitted model and ``fit(X_database)`` indexes
+            a database with it.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+        >>> rng = np.random.RandomState(0)
+        >>> X, y = rng.randn(40, 400), np.repeat(["A", "B"], 20)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> retriever = PrototypeRetriever(model, n_neighbors=3).fit(X)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "retriever.safetensors")
+        ...     _ = retriever.save(path, include_embeddings=True)
+        ...     loaded = PrototypeRetriever.load(path)
+        >>> loaded.kneighbors(("B",), return_distance=False).shape
+        (1, 3)
+        """
+        return load_retriever(cls, path, device=device, encoder=encoder)
 
     def _set_embeddings(self, embeddings):
         """Index ``embeddings``, the unit-norm rows that kneighbors searches."""

@@ -272,14 +272,15 @@ def test_inference_batches_sized_by_the_largest_activation(synthetic, monkeypatc
 
 
 # ------------------------------------------------------------------ training control
-def test_early_stopping_with_patient_groups(synthetic):
+def test_early_stopping_with_patient_groups(synthetic, monkeypatch):
     X, y, groups = synthetic
     model = CROCSClusterer(
         **{**FAST, "max_epochs": 200, "lr": 3e-2},
         validation_fraction=0.25,
         n_iter_no_change=3,
         random_state=0,
-    ).fit(X, y, groups=groups)
+    )
+    valid = _fit_recording_split(model, X, y, groups, monkeypatch)
     assert model.n_iter_ < 200
     history = model.net_.history
     assert "valid_loss" in history[-1] and "valid_nce" in history[-1]
@@ -293,7 +294,9 @@ def test_early_stopping_with_patient_groups(synthetic):
     # ... with the prototypes of the lowest validation loss, the best epoch.
     best = int(np.argmin(scores))
     # The best epoch's prototypes were restored, not the last epoch's.
-    valid_X, valid_y = _validation_part(model, X, y, groups)
+    valid_X = X[valid]
+    dims = [len(c) for c in model.categories_]
+    valid_y = np.ravel_multi_index(model._encode_attributes(y.iloc[valid]).T, dims)
     criterion = model.net_.criterion_
     with torch.no_grad():
         embeddings = model.net_.forward(valid_X)
@@ -301,18 +304,25 @@ def test_early_stopping_with_patient_groups(synthetic):
     assert nce.item() == pytest.approx(history[best, "valid_nce"], rel=1e-4)
 
 
-def _validation_part(model, X, y, groups):
-    dataset = model.net_.train_split(None)[1]
-    return dataset.X.numpy(), dataset.y.numpy()
+def _fit_recording_split(model, X, y, groups, monkeypatch):
+    """Fit ``model``; return the indices of its validation ECGs (the fitted model keeps none)."""
+    splits = []
+    split = CROCSClusterer._split
+
+    def recording_split(self, *args):
+        splits.append(split(self, *args))
+        return splits[-1]
+
+    monkeypatch.setattr(CROCSClusterer, "_split", recording_split)
+    model.fit(X, y, groups=groups)
+    return splits[-1][1]
 
 
-def test_validation_split_keeps_patients_together(synthetic):
+def test_validation_split_keeps_patients_together(synthetic, monkeypatch):
     X, y, groups = synthetic
     model = _model(validation_fraction=0.25, n_iter_no_change=50, max_epochs=1)
-    model.fit(X, y, groups=groups)
-    valid_X, _ = _validation_part(model, X, y, groups)
-    valid_rows = {row.tobytes() for row in valid_X}
-    in_valid = np.array([x.tobytes() in valid_rows for x in X])
+    valid = _fit_recording_split(model, X, y, groups, monkeypatch)
+    in_valid = np.isin(np.arange(len(X)), valid)
     assert 0 < in_valid.sum() < len(X)
     for patient in np.unique(groups):
         assert len(set(in_valid[groups == patient])) == 1

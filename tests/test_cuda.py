@@ -131,3 +131,20 @@ def test_clusterer_fits_on_cuda_and_embeds_as_its_module_does_on_cpu(exact_float
     retriever = PrototypeRetriever(model, n_neighbors=5).fit(X, y)
     distances, indices = retriever.kneighbors()
     assert distances.shape == indices.shape == (len(model.prototypes_), 5)
+
+
+def test_model_saved_on_cuda_loads_on_the_cpu(exact_float32, tmp_path):
+    X, y, groups = make_synthetic_ecgs(n_leads=1, length=600)
+    model = CROCSClusterer(
+        encoder_params={"kernel_size": 5, "stride": 2},
+        max_epochs=2,
+        device="cuda",
+        random_state=0,
+    ).fit(X, y, groups)
+    model.save(tmp_path / "model.safetensors")
+    on_gpu = CROCSClusterer.load(tmp_path / "model.safetensors")
+    assert on_gpu.device == "cuda"
+    np.testing.assert_array_equal(on_gpu.transform(X), model.transform(X))
+    on_cpu = CROCSClusterer.load(tmp_path / "model.safetensors", device="cpu")
+    assert {p.device.type for p in on_cpu.net_.module_.parameters()} == {"cpu"}
+    np.testing.assert_allclose(on_cpu.transform(X), model.transform(X), rtol=1e-4, atol=1e-5)

@@ -12,13 +12,23 @@ checked against the project's ``SHA256SUMS.txt``:
   the range or the resumed file fails the checksum;
 - verified files are recorded (size, modification time, checksum) in
   ``.sklearn_crocs_verified.json``; a file whose size or modification time
-  changed since is checked again, and downloaded anew if it no longer matches.
+  changed since is checked again, and downloaded anew if it no longer matches;
+- every path named by the checksum list or the server's metadata is checked
+  before any file is written: a relative POSIX path without ``..``, drive or
+  root that, symbolic links resolved, stays inside the dataset's folder;
+- the checksum list itself is verified: against the SHA-256 the caller passes
+  (``sha256sums_sha256``), else against the one recorded in
+  ``<data_home>/.sklearn_crocs_checksum_lists.json`` when the list of that
+  dataset version was first accepted (trust on first use). No hash of the
+  real lists is pinned in the package: none could be obtained from the real
+  files when this was written.
 """
 
 import hashlib
 import http.client
 import json
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -43,6 +53,7 @@ CHAPMAN_URL = "https://physionet.org/files/ecg-arrhythmia/1.0.0/"
 CHAPMAN_FOLDER = "ecg-arrhythmia-1.0.0"
 CHECKSUM_FILE = "SHA256SUMS.txt"
 MANIFEST_FILE = ".sklearn_crocs_verified.json"
+TRUST_FILE = ".sklearn_crocs_checksum_lists.json"
 _CHUNK = 1 << 16
 
 
@@ -58,8 +69,48 @@ def _sha256(path):
     return digest.hexdigest()
 
 
+def _check_relpath(relpath, source):
+    """Raise ValueError unless ``relpath`` is a plain relative POSIX path (no ``..``).
+
+    Absolute paths, Windows drive letters and separators, ``.``/``..`` and
+    empty components, and control characters are refused: a path from a
+    checksum list or the server names a file inside the dataset folder, and
+    nothing else.
+    """
+    problem = None
+    if not relpath or re.search(r"[\x00-\x1f\x7f]", relpath):
+        problem = "it is empty or holds control characters"
+    elif "\\" in relpath or re.match(r"[A-Za-z]:", relpath):
+        problem = "it is a Windows path (drive letter or backslash)"
+    elif relpath.startswith("/"):
+        problem = "it is absolute"
+    elif any(part in ("", ".", "..") for part in relpath.split("/")):
+        problem = "it is not normalised: it has '..', '.' or empty components"
+    if problem is not None:
+        raise ValueError(
+            f"Refusing the entry {relpath!r} of {source}: {problem}. Only relative "
+            "paths inside the dataset folder are accepted; the list or the server "
+            "(base_url) is corrupt or malicious. Nothing was written."
+        )
+
+
+def _check_inside(root, relpaths, source):
+    """Raise ValueError if a path under ``root``, symbolic links resolved, leaves data_home."""
+    top = Path(root).parent.resolve()
+    for relpath in relpaths:
+        _check_relpath(relpath, source)
+        target = (Path(root) / relpath).resolve()
+        if not target.is_relative_to(top):
+            raise ValueError(
+                f"Refusing the entry {relpath!r} of {source}: it resolves to {target}, "
+                f"outside data_home {top}: a symbolic link in the dataset folder points "
+                "elsewhere. Remove the link, or choose a data_home where the data can "
+                "be. Nothing was written."
+            )
+
+
 def _parse_checksums(path):
-    """``{relative path: sha256}`` from a PhysioNet ``SHA256SUMS.txt``."""
+    """``{relative path: sha256}`` from a PhysioNet ``SHA256SUMS.txt``; paths checked."""
     sums = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -70,7 +121,9 @@ def _parse_checksums(path):
                 f"{path}, line {number}: expected '<sha256> <path>', got "
                 f"{line!r}. Delete the file to download it again."
             )
-        sums[parts[1].lstrip("*").strip()] = parts[0].lower()
+        relpath = parts[1].lstrip("*").strip()
+        _check_relpath(relpath, f"{path}, line {number}")
+        sums[relpath] = parts[0].lower()
     return sums
 
 
@@ -206,22 +259,64 @@ class _Manifest:
             tmp.write_text(json.dumps(self.entries, sort_keys=True), encoding="utf-8")
 
 
-def _checksums(root, base_url, *, download_if_missing, n_retries, delay, name):
+def _check_list_hash(path, digest, expected, root, name):
+    """Verify the checksum list's SHA-256 (given, else trust on first use); record it."""
+    trust_path = root.parent / TRUST_FILE
+    try:
+        trusted = json.loads(trust_path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        trusted = {}
+    if expected is not None:
+        if digest != expected.lower():
+            raise ValueError(
+                f"The {name} checksum list {path} has SHA-256 {digest}, but "
+                f"sha256sums_sha256={expected!r}. The list was altered, or the server "
+                "(base_url) serves another one; nothing from it was used."
+            )
+    elif root.name in trusted and trusted[root.name] != digest:
+        raise ValueError(
+            f"The {name} checksum list {path} has SHA-256 {digest}, but the list of "
+            f"{root.name} first used in {root.parent} had SHA-256 {trusted[root.name]} "
+            f"(recorded in {trust_path}). The list was altered, or the server (base_url) "
+            "serves another one; nothing from it was used. If the new list is genuine, "
+            "pass its hash as sha256sums_sha256=."
+        )
+    if trusted.get(root.name) != digest:
+        trusted[root.name] = digest
+        with _atomic_path(trust_path) as tmp:
+            tmp.write_text(json.dumps(trusted, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def _checksums(root, base_url, *, download_if_missing, n_retries, delay, name, expected_sha256):
+    """The verified checksum list of ``root`` (downloaded first if missing)."""
     path = root / CHECKSUM_FILE
+    _check_inside(root, [CHECKSUM_FILE, CHECKSUM_FILE + ".new"], f"the files of {name}")
+    source = path
     if not path.exists():
         if not download_if_missing:
             raise OSError(
                 f"{name} is not in {root} ({CHECKSUM_FILE} is missing) and "
                 f"download_if_missing=False."
             )
+        # Kept under another name until its hash and every path in it are checked.
+        source = root / (CHECKSUM_FILE + ".new")
         download_file(
             urllib.parse.urljoin(base_url, CHECKSUM_FILE),
-            path,
+            source,
             None,
             n_retries=n_retries,
             delay=delay,
         )
-    return _parse_checksums(path)
+    try:
+        checksums = _parse_checksums(source)
+        _check_list_hash(source, _sha256(source), expected_sha256, root, name)
+    except BaseException:
+        if source != path:
+            source.unlink(missing_ok=True)
+        raise
+    if source != path:
+        os.replace(source, path)
+    return checksums
 
 
 def ensure_files(
@@ -238,6 +333,7 @@ def ensure_files(
     name,
 ):
     """Make every ``relpath`` present and verified under ``root``."""
+    _check_inside(root, relpaths, f"the files of {name}")
     unknown = [p for p in relpaths if p not in checksums]
     if unknown:
         raise OSError(
@@ -291,7 +387,7 @@ def ensure_files(
         raise OSError(f"{failures[0]}{more}") from failures[0]
 
 
-def _check_fetch_args(n_retries, delay, n_jobs, base_url):
+def _check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256=None):
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
         raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}.")
     if not isinstance(n_retries, int) or n_retries < 0:
@@ -300,6 +396,12 @@ def _check_fetch_args(n_retries, delay, n_jobs, base_url):
         raise ValueError(f"delay must be a number >= 0, got {delay!r}.")
     if not isinstance(n_jobs, int) or n_jobs < 1:
         raise ValueError(f"n_jobs must be an int >= 1, got {n_jobs!r}.")
+    if sha256sums_sha256 is not None and not (
+        isinstance(sha256sums_sha256, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha256sums_sha256)
+    ):
+        raise ValueError(
+            f"sha256sums_sha256 must be None or 64 hexadecimal digits, got {sha256sums_sha256!r}."
+        )
     # urljoin drops the last path segment of a base without a final slash.
     return base_url if base_url.endswith("/") else base_url + "/"
 
@@ -319,6 +421,7 @@ def fetch_ptbxl(
     delay=1.0,
     n_jobs=1,
     base_url=PTBXL_URL,
+    sha256sums_sha256=None,
     verbose=0,
     return_X_y=False,
 ):
@@ -349,6 +452,11 @@ return_X_y
         Files downloaded in parallel (threads).
     base_url : str, default="https://physionet.org/files/ptb-xl/1.0.3/"
         Where the PhysioNet file tree is served (a mirror, or a local server).
+    sha256sums_sha256 : str, default=None
+        SHA-256 (hex) of the release's ``SHA256SUMS.txt``, e.g. from
+        PhysioNet's project page. ``None``: the hash recorded the first time
+        the list was used in ``data_home`` (trust on first use); a list that
+        differs from it is refused.
     verbose : int, default=0
         Print download and loading progress when > 0.
 
@@ -363,7 +471,7 @@ return_X_y
     >>> ptbxl = fetch_ptbxl(folds=[10])  # doctest: +SKIP
     """
     sampling_rate = _check_sampling_rate(sampling_rate)
-    base_url = _check_fetch_args(n_retries, delay, n_jobs, base_url)
+    base_url = _check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256)
     root = Path(get_data_home(data_home)) / PTBXL_FOLDER
     options = {
         "download_if_missing": download_if_missing,
@@ -371,7 +479,7 @@ return_X_y
         "delay": delay,
         "name": "PTB-XL",
     }
-    checksums = _checksums(root, base_url, **options)
+    checksums = _checksums(root, base_url, expected_sha256=sha256sums_sha256, **options)
     ensure_files(
         root,
         base_url,
@@ -426,6 +534,7 @@ def fetch_chapman(
     delay=1.0,
     n_jobs=1,
     base_url=CHAPMAN_URL,
+    sha256sums_sha256=None,
     verbose=0,
     return_X_y=False,
 ):
@@ -457,6 +566,9 @@ def fetch_chapman(
         Files downloaded in parallel (threads).
     base_url : str, default="https://physionet.org/files/ecg-arrhythmia/1.0.0/"
         Where the PhysioNet file tree is served.
+    sha256sums_sha256 : str, default=None
+        SHA-256 (hex) of the release's ``SHA256SUMS.txt``; ``None``: trust on
+        first use, as in :func:`fetch_ptbxl`.
     verbose : int, default=0
         Print progress when > 0.
 
@@ -470,7 +582,7 @@ def fetch_chapman(
     >>> from sklearn_crocs.datasets import fetch_chapman
     >>> chapman = fetch_chapman(target_fs=250)  # doctest: +SKIP
     """
-    base_url = _check_fetch_args(n_retries, delay, n_jobs, base_url)
+    base_url = _check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256)
     root = Path(get_data_home(data_home)) / CHAPMAN_FOLDER
     options = {
         "download_if_missing": download_if_missing,
@@ -478,7 +590,7 @@ def fetch_chapman(
         "delay": delay,
         "name": "Chapman-Shaoxing",
     }
-    checksums = _checksums(root, base_url, **options)
+    checksums = _checksums(root, base_url, expected_sha256=sha256sums_sha256, **options)
     wanted = None if records is None else {str(r) for r in records}
     relpaths = [
         p

@@ -8,9 +8,18 @@ error. With ``repair_headers=True`` the record line is corrected in a
 temporary copy (the files themselves are never modified) and the record is
 read from there; the loader warns once with the number of repaired headers.
 Every other problem raises :class:`InvalidRecordError` naming the file.
+
+Before a record is decoded its header is checked: the sampling frequency
+must be a positive finite number and each ADC gain non-zero (WFDB reads a
+missing frequency as 250 Hz and a zero or missing gain as 200 adu/mV, which
+is rarely true; ``wfdb_defaults=True`` accepts them), and every signal file
+must hold the bytes the header announces (so that a corrupt length cannot
+make wfdb allocate gigabytes). After decoding, each signal's sum is compared
+with the header's checksum, when it has one (``verify_checksums``).
 """
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -22,7 +31,8 @@ import numpy as np
 import pandas as pd
 import wfdb
 from sklearn.utils import Bunch
-from wfdb.io.header import HeaderSyntaxError, parse_header_content
+from wfdb.io._signal import _required_byte_num
+from wfdb.io.header import HeaderSyntaxError, parse_header_content, rx_signal
 
 from ._base import (
     InvalidRecordError,
@@ -105,7 +115,131 @@ def _repaired_copy(base, header_path, error):
         yield tmp_base
 
 
-def read_wfdb_record(path, *, repair_headers=True):
+def _check_header_values(text, header_path, wfdb_defaults):
+    """Refuse a sampling frequency or ADC gain that is invalid or a silent WFDB default.
+
+    Returns the header's sampling frequency, or None where it gives none.
+    """
+    lines, _ = parse_header_content(text)
+    if not lines:
+        raise InvalidRecordError(f"{header_path}: the header has no record line.")
+    tokens = lines[0].split()
+    # The frequency is the third field, "fs[/counter[(base)]]". wfdb's own
+    # parser reads "-500" as no frequency at all, hence 250 Hz.
+    field = tokens[2] if len(tokens) > 2 else ""
+    fs_text = re.split(r"[/(]", field)[0]
+    fs = None
+    if not fs_text:
+        if not wfdb_defaults:
+            raise InvalidRecordError(
+                f"{header_path}: the record line gives no sampling frequency (WFDB "
+                f"would assume 250 Hz). Fix the header, pass wfdb_defaults=True to "
+                f"accept the default, or on_error='skip'."
+            )
+    else:
+        try:
+            fs = float(fs_text)
+        except ValueError:
+            fs = math.nan
+        if not (math.isfinite(fs) and fs > 0):
+            raise InvalidRecordError(
+                f"{header_path}: invalid sampling frequency {field!r}; it must be a "
+                f"positive finite number of Hz. Fix the header or pass on_error='skip'."
+            )
+    for line in lines[1:]:
+        match = rx_signal.match(line)
+        if match is None:
+            continue  # wfdb reports the syntax error
+        gain_text, name = match.group("adc_gain"), match.group("sig_name")
+        try:
+            gain = float(gain_text or 0)
+        except ValueError:
+            gain = math.nan
+        if not math.isfinite(gain):
+            raise InvalidRecordError(
+                f"{header_path}: lead {name!r} has an invalid ADC gain {gain_text!r}. Fix "
+                f"the header or pass on_error='skip'."
+            )
+        if gain == 0 and not wfdb_defaults:
+            raise InvalidRecordError(
+                f"{header_path}: lead {name!r} has an ADC gain of 0 or none, which WFDB "
+                f"reads as 200 adu/mV (uncalibrated). Pass wfdb_defaults=True to accept "
+                f"that, or on_error='skip'."
+            )
+    return fs
+
+
+def _check_file_sizes(header, folder, header_path):
+    """Refuse signal files shorter than the header announces, before wfdb reads them."""
+    if header.sig_len is None:
+        return  # wfdb infers the length from the file
+    per_file = {}
+    for i, file_name in enumerate(header.file_name or []):
+        fmt, offset = header.fmt[i], header.byte_offset[i] or 0
+        samples = header.sig_len * (header.samps_per_frame[i] or 1)
+        entry = per_file.setdefault(file_name, [fmt, offset, 0])
+        entry[2] += samples
+    for file_name, (fmt, offset, samples) in per_file.items():
+        if fmt in ("508", "516", "524"):  # FLAC: compressed, size unknown
+            continue
+        try:
+            needed = offset + _required_byte_num("read", fmt, samples)
+        except Exception:  # an unknown format: wfdb's own error follows
+            continue
+        path = folder / file_name
+        size = path.stat().st_size if path.is_file() else None
+        if size is not None and size < needed:
+            raise InvalidRecordError(
+                f"{header_path}: signal file {path} has {size} bytes, but the header "
+                f"announces {header.sig_len} samples ({needed} bytes). The file is "
+                f"truncated or the header corrupt; restore it or pass on_error='skip'."
+            )
+
+
+def _verify_checksums(record, header_path):
+    """Compare each signal's 16-bit sum with the header's checksum (where it has one)."""
+    if record.checksum is None:
+        return
+    digital = record.e_d_signal if record.d_signal is None else record.d_signal.T
+    for name, expected, values in zip(record.sig_name, record.checksum, digital):
+        if expected is None:
+            continue
+        found = int(np.sum(values, dtype=np.int64)) % 65536
+        if (found - expected) % 65536:
+            raise InvalidRecordError(
+                f"{header_path}: lead {name!r} fails its WFDB checksum (header "
+                f"{expected}, samples sum to {found - 65536 if found >= 32768 else found} "
+                f"mod 2**16): the signal file is corrupt. Restore it, or pass "
+                f"verify_checksums=False to load it anyway or on_error='skip'."
+            )
+
+
+def _read_checked(record_name, header_path, *, verify_checksums, wfdb_defaults):
+    """``wfdb.rdrecord(record_name)`` (physical), after and with the checks of this module."""
+    hea = Path(record_name + ".hea")
+    text = hea.read_bytes().decode("ascii", errors="ignore")  # as wfdb.rdheader reads it
+    fs = _check_header_values(text, header_path, wfdb_defaults)
+    header = wfdb.rdheader(record_name)
+    if fs is not None and fs != header.fs:  # e.g. "5e2", which wfdb reads as 5
+        raise InvalidRecordError(
+            f"{header_path}: invalid sampling frequency: the header's field cannot be "
+            f"read unambiguously (it gives {fs:g}, wfdb reads {header.fs:g}). Write it as "
+            f"a plain number, or pass on_error='skip'."
+        )
+    _check_file_sizes(header, hea.parent, header_path)
+    # Frames with several samples per signal are averaged by a plain read;
+    # the checksum covers every sample, so those are read unaveraged for it.
+    expanded = any((n or 1) > 1 for n in header.samps_per_frame or [])
+    record = wfdb.rdrecord(record_name, physical=False, smooth_frames=not expanded)
+    if verify_checksums:
+        _verify_checksums(record, header_path)
+    if expanded:
+        return wfdb.rdrecord(record_name)
+    record.dac(expanded=False, return_res=64, inplace=True)
+    return record
+
+
+def read_wfdb_record(path, *, repair_headers=True, verify_checksums=True, wfdb_defaults=False):
     """Decode one WFDB record into a :class:`RawRecord` (signal in mV).
 
     Parameters
@@ -115,21 +249,28 @@ def read_wfdb_record(path, *, repair_headers=True):
     repair_headers : bool, default=True
         Recover headers whose record line names the record with a file
         extension (Georgia/CinC); ``info["repaired"]`` tells when it happened.
+    verify_checksums : bool, default=True
+        Compare each signal with the checksum in its header line, if any.
+    wfdb_defaults : bool, default=False
+        Accept a missing sampling frequency (250 Hz) and a zero or missing
+        ADC gain (200 adu/mV), as WFDB does.
 
     Raises
     ------
     InvalidRecordError
-        For a missing or malformed header, a missing or unreadable signal
-        file, or unknown physical units; the message names the file.
+        For a missing or malformed header, an invalid sampling frequency or
+        ADC gain, a missing, truncated or unreadable signal file, a checksum
+        mismatch, or unknown physical units; the message names the file.
     """
     base = _record_base(path)
     header_path = base.with_name(base.name + ".hea")
     if not header_path.exists():
         raise InvalidRecordError(f"{header_path}: WFDB header file not found.")
     repaired = False
+    checks = {"verify_checksums": verify_checksums, "wfdb_defaults": wfdb_defaults}
     try:
         try:
-            record = wfdb.rdrecord(str(base))
+            record = _read_checked(str(base), header_path, **checks)
         except HeaderSyntaxError as exc:
             if not repair_headers:
                 raise InvalidRecordError(
@@ -138,7 +279,7 @@ def read_wfdb_record(path, *, repair_headers=True):
                     f"the record with a file extension, or on_error='skip'."
                 ) from exc
             with _repaired_copy(base, header_path, exc) as tmp_base:
-                record = wfdb.rdrecord(str(tmp_base))
+                record = _read_checked(str(tmp_base), header_path, **checks)
             repaired = True
     except InvalidRecordError:
         raise
@@ -262,8 +403,11 @@ def read_wfdb_signals(
     cache_tag,
     verbose,
     caller,
+    verify_checksums=True,
+    wfdb_defaults=False,
 ):
     """:func:`collect_signals` over WFDB records, warning about repairs."""
+    checks = {"verify_checksums": verify_checksums, "wfdb_defaults": wfdb_defaults}
     params = {
         "leads": leads,
         "fs": fs,
@@ -271,10 +415,11 @@ def read_wfdb_signals(
         "signal_length": signal_length,
         "on_error": on_error,
         "repair_headers": repair_headers,
+        **checks,
     }
     signal_set = collect_signals(
         names,
-        lambda i: read_wfdb_record(records[i], repair_headers=repair_headers),
+        lambda i: read_wfdb_record(records[i], repair_headers=repair_headers, **checks),
         leads=leads,
         fs=fs,
         target_fs=target_fs,
@@ -343,6 +488,8 @@ def load_wfdb(
     signal_length="equal",
     on_error="raise",
     repair_headers=True,
+    verify_checksums=True,
+    wfdb_defaults=False,
     cache_dir=None,
     verbose=0,
 ):
@@ -392,6 +539,17 @@ def load_wfdb(
     repair_headers : bool, default=True
         Recover Georgia/CinC-style headers whose record line reads
         ``E00271.mat`` instead of ``E00271`` (with a warning).
+    verify_checksums : bool, default=True
+        Compare every signal with the checksum that its header line gives
+        (when it gives one): a record whose samples do not sum to it is
+        corrupt and raises an :class:`InvalidRecordError` naming the record
+        and lead (or is skipped with ``on_error="skip"``).
+    wfdb_defaults : bool, default=False
+        Accept headers that leave WFDB to fill in the sampling frequency
+        (250 Hz) or give an ADC gain of 0 (read as 200 adu/mV). By default
+        such a record is an :class:`InvalidRecordError`, since the default is
+        rarely the true value. A non-positive or non-finite frequency is
+        always an error.
     cache_dir : str or path-like, default=None
         Folder for a ``.npy`` cache of the decoded signals; ``data`` is then a
         read-only memory map, and loading again with the same arguments and
@@ -468,6 +626,8 @@ def load_wfdb(
         signal_length=signal_length,
         on_error=on_error,
         repair_headers=repair_headers,
+        verify_checksums=verify_checksums,
+        wfdb_defaults=wfdb_defaults,
         log=log,
         cache_dir=cache_dir,
         cache_tag="wfdb",

@@ -7,6 +7,8 @@ every time, or serve a file that does not match its checksum.
 """
 
 import hashlib
+import json
+import re
 import shutil
 import threading
 import urllib.parse
@@ -25,7 +27,12 @@ from sklearn_crocs.datasets import (
     load_chapman,
     load_ptbxl,
 )
-from sklearn_crocs.datasets._fetch import CHAPMAN_FOLDER, MANIFEST_FILE, PTBXL_FOLDER
+from sklearn_crocs.datasets._fetch import (
+    CHAPMAN_FOLDER,
+    MANIFEST_FILE,
+    PTBXL_FOLDER,
+    TRUST_FILE,
+)
 
 TRUNCATED = "records500/08000/08883_hr.dat"
 
@@ -300,3 +307,131 @@ def test_data_home(tmp_path, monkeypatch):
     assert not (tmp_path / "explicit").exists()
     with pytest.raises(TypeError, match="data_home must be a str"):
         get_data_home(3)
+
+
+# ------------------------------------------------ paths that leave data_home
+def _files_under(folder):
+    return {p for p in Path(folder).rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def _add_listed_file(server_root, relpath, served_as, content=b"12 1 500 10\n"):
+    """List ``relpath`` in the server's SHA256SUMS.txt and serve ``content`` at ``served_as``."""
+    target = server_root / served_as
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(content)
+    sums = server_root / "SHA256SUMS.txt"
+    digest = hashlib.sha256(content).hexdigest()
+    sums.write_text(sums.read_text() + f"{digest} {relpath}\n")
+
+
+@pytest.mark.bad_input(
+    "Fetch", "checksum-list entry outside data_home (.., absolute, drive letter)", "ValueError"
+)
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ("../../escaped/x.hea", "not normalised"),
+        ("WFDBRecords/../../../escaped/x.hea", "not normalised"),
+        ("./x.hea", "not normalised"),
+        ("WFDBRecords//x.hea", "not normalised"),
+        ("/tmp/escaped/x.hea", "absolute"),
+        ("C:/escaped/x.hea", "Windows path"),
+        ("c:x.hea", "Windows path"),
+        ("..\\..\\escaped\\x.hea", "Windows path"),
+        ("x.hea\x00.txt", "control characters"),
+    ],
+)
+def test_checksum_entries_outside_data_home_stop_the_fetch(
+    chapman_server, tmp_path, entry, problem
+):
+    # Reproduction 3: a mirror's SHA256SUMS.txt named files outside the
+    # download folder, and the fetcher wrote them there. Now the fetch stops
+    # at the list, before any file of it is written.
+    server_root = chapman_server.httpd.root
+    _add_listed_file(server_root, entry, "escaped/x.hea")
+    home = tmp_path / "home"
+    before = _files_under(tmp_path) - _files_under(server_root)
+    with pytest.raises(ValueError, match=rf"Refusing the entry {re.escape(repr(entry))}.*{problem}"):
+        fetch_chapman(data_home=home, base_url=chapman_server.url, delay=0)
+    after = _files_under(tmp_path) - _files_under(server_root)
+    assert after == before  # nothing written anywhere: not the list, not the trust record
+    assert [r for r, _ in chapman_server.requests] == ["SHA256SUMS.txt"]
+
+
+@pytest.mark.bad_input("Fetch", "symbolic link in the cache pointing outside", "ValueError")
+@pytest.mark.parametrize("link", ["WFDBRecords", "WFDBRecords/01/010/JS05457.hea", "."])
+def test_symlink_in_the_cache_stops_the_fetch(chapman_server, tmp_path, link):
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    outside.mkdir()
+    root = home / CHAPMAN_FOLDER
+    if link == ".":
+        home.mkdir()
+        root.symlink_to(outside, target_is_directory=True)
+    else:
+        (root / link).parent.mkdir(parents=True, exist_ok=True)
+        (root / link).symlink_to(outside / "target", target_is_directory=link == "WFDBRecords")
+    with pytest.raises(ValueError, match=r"resolves to .*outside data_home"):
+        fetch_chapman(data_home=home, base_url=chapman_server.url, delay=0)
+    assert _files_under(outside) == set()
+    assert not any(r.startswith("WFDBRecords") for r, _ in chapman_server.requests)
+
+
+@pytest.mark.bad_input("Fetch", "record path in the server's metadata outside data_home", "ValueError")
+def test_ptbxl_table_path_outside_data_home(ptbxl_server, tmp_path):
+    table = ptbxl_server.httpd.root / "ptbxl_database.csv"
+    frame = pd.read_csv(table)
+    frame.loc[frame["ecg_id"] == 8883, "filename_hr"] = "../../escaped/08883_hr"
+    frame.to_csv(table, index=False)
+    _write_checksums(ptbxl_server.httpd.root)
+    with pytest.raises(ValueError, match=r"Refusing the entry '\.\./\.\./escaped/08883_hr\.hea'"):
+        _fetch(ptbxl_server, tmp_path / "home")
+    assert not (tmp_path / "escaped").exists()
+    assert not list((tmp_path / "home" / PTBXL_FOLDER).glob("records500"))
+
+
+# ------------------------------------------------------- the checksum list
+def _trusted(home):
+    return json.loads((Path(home) / TRUST_FILE).read_text())
+
+
+@pytest.mark.bad_input("Fetch", "checksum list changed since first use", "ValueError")
+def test_checksum_list_trusted_on_first_use(chapman_server, tmp_path):
+    home = tmp_path / "home"
+    sums = chapman_server.httpd.root / "SHA256SUMS.txt"
+    first = _sha(sums)
+    fetch_chapman(data_home=home, base_url=chapman_server.url, delay=0, records=["JS05457"])
+    assert _trusted(home) == {CHAPMAN_FOLDER: first}
+    # The server now serves another list (a file added): a fresh download of
+    # the list is refused, naming both hashes.
+    _add_listed_file(chapman_server.httpd.root, "WFDBRecords/01/010/JS99999.hea", "x")
+    second = _sha(sums)
+    local = home / CHAPMAN_FOLDER / "SHA256SUMS.txt"
+    local.unlink()
+    with pytest.raises(ValueError, match=rf"SHA-256 {second}.*first used .* had SHA-256 {first}"):
+        fetch_chapman(data_home=home, base_url=chapman_server.url, delay=0)
+    assert not local.exists() and not local.with_name("SHA256SUMS.txt.new").exists()
+    # The same for a list changed on disk.
+    fetch_chapman(data_home=tmp_path / "other", base_url=chapman_server.url, delay=0,
+                  records=["JS05457"], sha256sums_sha256=second)  # fmt: skip
+    shutil.copyfile(sums, local)
+    with pytest.raises(ValueError, match=rf"SHA-256 {second}.*had SHA-256 {first}"):
+        fetch_chapman(data_home=home, base_url=chapman_server.url, delay=0)
+    # Vouching for the new list with its hash accepts it and records it.
+    fetch_chapman(data_home=home, base_url=chapman_server.url, delay=0, records=["JS05457"],
+                  sha256sums_sha256=second.upper())  # fmt: skip
+    assert _trusted(home) == {CHAPMAN_FOLDER: second}
+
+
+@pytest.mark.bad_input("Fetch", "checksum list not matching sha256sums_sha256", "ValueError")
+def test_checksum_list_against_the_given_hash(chapman_server, tmp_path):
+    good = _sha(chapman_server.httpd.root / "SHA256SUMS.txt")
+    wrong = "ab" * 32
+    with pytest.raises(ValueError, match=rf"has SHA-256 {good}, but sha256sums_sha256='{wrong}'"):
+        fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, sha256sums_sha256=wrong)
+    assert not (tmp_path / TRUST_FILE).exists()
+    assert not (tmp_path / CHAPMAN_FOLDER / "SHA256SUMS.txt").exists()
+    with pytest.raises(ValueError, match="64 hexadecimal digits"):
+        fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, sha256sums_sha256="abc")
+    bunch = fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, delay=0,
+                          records=["JS05457"], sha256sums_sha256=good)  # fmt: skip
+    assert bunch.data.shape[0] == 1

@@ -1,0 +1,166 @@
+"""Checks around a CROCSClusterer fit: the memory it will need, and whether training worked."""
+
+import math
+import warnings
+
+import numpy as np
+import psutil
+import torch
+from sklearn.exceptions import ConvergenceWarning
+
+# A contrastive loss above this means the similarities are scaled far beyond
+# what training can use: with cosine similarities in [-1, 1] the NCE loss is
+# at most 2 / tau_s + log(n_prototypes), about 30 for the paper's tau_s=0.1.
+_NCE_LIMIT = 1e4
+# Embeddings whose values spread less than this over all training ECGs (in
+# every dimension) are one vector, up to rounding.
+_COLLAPSE_SPREAD = 1e-6
+# Stored activations of one training step, in multiples of the largest one:
+# the forward pass keeps the outputs of every layer for the backward pass.
+_ACTIVATION_COPIES = 8
+
+
+def available_memory():
+    """Bytes of memory available to a new allocation (psutil's ``available``)."""
+    return psutil.virtual_memory().available
+
+
+def activation_size(encoder, n_leads, n_timepoints, embedding_dim, encoder_params):
+    """Elements per ECG of the encoder's largest tensor, from an instance on the meta device.
+
+    The package's encoders say (``max_activation_size``); for another module,
+    or one that cannot be built on the meta device, the input size.
+    """
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            module = encoder(
+                in_channels=n_leads,
+                n_timepoints=n_timepoints,
+                embedding_dim=embedding_dim,
+                **encoder_params,
+            )
+        return int(module.max_activation_size)
+    except Exception:  # the real construction in fit reports a bad encoder
+        return n_leads * n_timepoints
+
+
+def fit_memory(*, dims, class_index, embedding_dim, batch_size, activation_size):
+    """Estimated peak bytes of a fit, by part.
+
+    Parameters
+    ----------
+    dims : tuple of int
+        Number of values of each attribute; their product is the number of
+        prototypes ``M``.
+    class_index : int
+        Position of the class attribute in ``dims``.
+    embedding_dim, batch_size : int
+        The estimator's parameters.
+    activation_size : int
+        Elements per ECG of the encoder's largest tensor.
+
+    Returns
+    -------
+    parts : dict of str to int
+        ``"weight table"``: building the M x M soft weights, Hamming distances
+        and class masks (float64 temporaries, then float32 buffers);
+        ``"prototype pairs"``: the regulariser's same-class pairs (indices,
+        gathered prototypes and their gradients); ``"prototypes"``: parameter,
+        gradient and Adam's two moments; ``"batch"``: one step's activations
+        and its B x M logits with their gradients.
+    """
+    m = math.prod(dims)
+    n_attributes = len(dims)
+    per_class = m // dims[class_index]
+    pairs = dims[class_index] * per_class * (per_class - 1) // 2
+    return {
+        "weight table": m * m * (n_attributes + 8 * 4 + 4 * 2 + 1),
+        "prototype pairs": pairs * (2 * 8 * 2 + 6 * embedding_dim * 4),
+        "prototypes": m * embedding_dim * 4 * 6,
+        "batch": batch_size * (activation_size * 4 * _ACTIVATION_COPIES + m * 4 * 6),
+    }
+
+
+def _gb(n):
+    return f"{n / 1e9:.2g} GB"
+
+
+def check_fit_memory(estimator, dims, activation_size):
+    """Raise ValueError, before anything is allocated, if a fit would exceed the budget."""
+    budget = estimator.memory_budget
+    if budget is None:
+        return
+    if budget == "auto":
+        budget = available_memory() // 2
+    parts = fit_memory(
+        dims=dims,
+        class_index=estimator._class_index,
+        embedding_dim=estimator.embedding_dim,
+        batch_size=estimator.batch_size,
+        activation_size=activation_size,
+    )
+    total = sum(parts.values())
+    if total <= budget:
+        return
+    largest = max(parts, key=parts.get)
+    if largest == "batch":
+        cause = (
+            f"batch_size={estimator.batch_size}: one training step on ECGs of "
+            f"{estimator.input_shape_[0]} lead(s) x {estimator.input_shape_[1]} samples. "
+            "Lower batch_size, or shorten or downsample the ECGs"
+        )
+    elif largest == "prototype pairs" and parts["prototype pairs"] > 4 * parts["weight table"]:
+        cause = (
+            f"embedding_dim={estimator.embedding_dim} times the same-class pairs of "
+            f"prototypes. Lower embedding_dim, or set beta=0 to drop the regulariser"
+        )
+    else:
+        cause = (
+            f"y: {math.prod(dims)} attribute combinations "
+            f"({' x '.join(map(str, dims))} values of {estimator.attribute_names_}), each "
+            "pair of which has an entry in the weight tables. Bin continuous attributes "
+            "into a few groups or drop an attribute"
+        )
+    listed = ", ".join(f"{name} {_gb(n)}" for name, n in parts.items())
+    raise ValueError(
+        f"This fit needs about {_gb(total)} of memory ({listed}), more than "
+        f"memory_budget={estimator.memory_budget!r} ({_gb(budget)}). Most of it comes from "
+        f"{cause}; or raise memory_budget (None turns this check off)."
+    )
+
+
+def check_training(history, embeddings, X):
+    """Warn when training failed: a non-finite or exploding loss, else collapsed embeddings."""
+    scale = (
+        "normalise each frame, e.g. with sklearn_crocs.datasets.FrameNormalizer before "
+        "the clusterer in a Pipeline"
+    )
+    losses = np.asarray(history[:, "train_loss"], dtype=float)
+    nce = np.asarray(history[:, "train_nce"], dtype=float)
+    spread = np.ptp(embeddings, axis=0).max() if len(embeddings) else 0.0
+    if not np.isfinite(losses).all():
+        epoch = int(np.flatnonzero(~np.isfinite(losses))[0]) + 1
+        message = (
+            f"The training loss became {losses[epoch - 1]} in epoch {epoch}: training "
+            f"diverged and the model is not usable. Scale the input ({scale}), lower lr, "
+            "or raise tau_s."
+        )
+    elif nce.max() > _NCE_LIMIT:
+        message = (
+            f"The contrastive loss reached {nce.max():.3g}, far above the at most "
+            "about 2 / tau_s + log(n_prototypes) of similarities at a sensible scale: "
+            "tau_s is so small that the softmax is saturated and training learns "
+            "nothing. Use tau_s around 0.1 (the paper's value)."
+        )
+    elif not np.isfinite(embeddings).all() or spread <= _COLLAPSE_SPREAD:
+        message = (
+            f"All {len(embeddings)} training ECGs have the same embedding (fewer than 2 "
+            "distinct ones): the encoder's output collapsed, and every ECG gets the "
+            "same prototype. The usual cause is input far from unit scale (the largest "
+            f"absolute value here is {float(np.abs(X).max()):.3g}): {scale}. Otherwise, "
+            "lr or tau_s may be far from their defaults."
+        )
+    else:
+        return
+    # check_training, _fit, fit, _fit_context, the caller
+    warnings.warn(message, ConvergenceWarning, stacklevel=5)

@@ -1,0 +1,139 @@
+"""CROCSClusterer's guards: memory budget, failed training, unusable device."""
+
+import tracemalloc
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import make_synthetic_ecgs
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.pipeline import make_pipeline
+from sklearn.utils._param_validation import InvalidParameterError
+
+import sklearn_crocs._guards as guards
+from sklearn_crocs import CROCSClusterer
+from sklearn_crocs.datasets import FrameNormalizer
+
+FAST = {"embedding_dim": 8, "max_epochs": 1, "validation_fraction": None, "random_state": 0}
+
+
+def _combinations_data(dims, n_samples=200, length=400):
+    rng = np.random.RandomState(0)
+    y = pd.DataFrame(
+        {f"a{i}": (np.arange(n_samples) // (i + 1)) % d for i, d in enumerate(dims)}
+    )
+    return rng.randn(n_samples, length).astype(np.float32), y
+
+
+# ------------------------------------------------------------------- memory
+@pytest.mark.bad_input("Fit", "fit needing more memory than memory_budget", "ValueError")
+def test_ten_thousand_combinations_refused_before_allocating(monkeypatch):
+    # Reproduction 5: 10,000 attribute combinations took about 6 GB for one
+    # epoch. The default budget is half the available memory; the refusal
+    # comes before any table is built.
+    X, y = _combinations_data((100, 100))
+    monkeypatch.setattr(guards, "available_memory", lambda: 4 * 10**9)
+    tracemalloc.start()
+    try:
+        with pytest.raises(
+            ValueError,
+            match=r"needs about 4\.\d GB .* more than memory_budget='auto' \(2 GB\).*"
+            r"y: 10000 attribute combinations \(100 x 100 values of \['a0', 'a1'\]\)",
+        ):
+            CROCSClusterer(**FAST).fit(X, y)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20
+    with pytest.raises(ValueError, match=r"more than memory_budget=1000000000 \(1 GB\)"):
+        CROCSClusterer(**FAST, memory_budget=10**9).fit(X, y)
+
+
+@pytest.mark.bad_input("Fit", "fit needing more memory than memory_budget", "ValueError")
+@pytest.mark.parametrize(
+    ("dims", "params", "cause"),
+    [
+        ((2, 2), {"batch_size": 256, "memory_budget": 10**6}, r"batch_size=256: one training step on ECGs of 1 lead\(s\) x 2500"),
+        ((2, 50, 50), {"embedding_dim": 256, "memory_budget": 10**9}, "embedding_dim=256 times the same-class pairs"),
+    ],
+    ids=["batch", "embedding-dim"],
+)  # fmt: skip
+def test_memory_refusal_names_the_parameter(dims, params, cause):
+    X, y = _combinations_data(dims, length=2500)
+    with pytest.raises(ValueError, match=cause):
+        CROCSClusterer(**{**FAST, **params}).fit(X, y)
+
+
+def test_memory_estimate_is_conservative():
+    # Measured (ru_maxrss) for the fit of the first test without a budget:
+    # 3.6 GB; the estimate must not be below it.
+    parts = guards.fit_memory(
+        dims=(100, 100), class_index=0, embedding_dim=8, batch_size=256, activation_size=400
+    )
+    assert sum(parts.values()) > 3.6e9
+    assert max(parts, key=parts.get) == "weight table"
+
+
+def test_memory_budget_parameter():
+    X, y = _combinations_data((2, 2), n_samples=40)
+    with pytest.raises(InvalidParameterError, match="memory_budget"):
+        CROCSClusterer(**FAST, memory_budget=0).fit(X, y)
+    assert CROCSClusterer(**FAST, memory_budget=None).fit(X, y).n_iter_ == 1
+
+
+# ------------------------------------------------------------ failed training
+@pytest.fixture(scope="module")
+def ecgs():
+    X, y, _ = make_synthetic_ecgs(n_patients=12, frames_per_patient=2, length=2500)
+    return X, y
+
+
+@pytest.mark.bad_input("Fit", "input scaled by 1e18 (embeddings collapse)", "ConvergenceWarning")
+def test_collapsed_embeddings_warn(ecgs):
+    # Reproduction 5: finite float32 input scaled by 1e18 made every
+    # embedding the same vector, without a word.
+    X, y = ecgs
+    X = X.astype(np.float64) * 1e18
+    with pytest.warns(ConvergenceWarning, match=r"All 24 training ECGs have the same embedding.*far from unit scale \(the largest absolute value here is \d\.\d+e\+18\).*FrameNormalizer"):
+        model = CROCSClusterer(**FAST).fit(X, y)
+    assert np.ptp(model.transform(X), axis=0).max() == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        make_pipeline(FrameNormalizer(), CROCSClusterer(**FAST)).fit(X, y)
+
+
+@pytest.mark.bad_input("Fit", "tau_s so small that the loss explodes", "ConvergenceWarning")
+def test_exploding_loss_warns(ecgs):
+    # Reproduction 5: tau_s=1e-30 trained with a loss of 6e29, silently.
+    X, y = ecgs
+    with pytest.warns(ConvergenceWarning, match=r"contrastive loss reached \d.*e\+\d\d.*tau_s around 0\.1"):
+        CROCSClusterer(**FAST, tau_s=1e-30).fit(X, y)
+
+
+@pytest.mark.bad_input("Fit", "training loss becomes NaN or infinite", "ConvergenceWarning")
+def test_non_finite_loss_warns(ecgs):
+    X, y = ecgs
+    with pytest.warns(ConvergenceWarning, match=r"training loss became nan in epoch \d+: training diverged"):
+        CROCSClusterer(**{**FAST, "max_epochs": 3}, lr=1e30).fit(X, y)
+
+
+# --------------------------------------------------------------------- device
+@pytest.mark.bad_input("Fit", "device torch cannot use", "ValueError")
+@pytest.mark.parametrize(
+    ("device", "match"),
+    [
+        ("cuda", r"device='cuda' cannot be used: torch\.cuda\.is_available\(\) is False"),
+        ("cuda:1", r"device='cuda:1' cannot be used: torch\.cuda\.is_available\(\) is False"),
+        ("meta", "device='meta' cannot be used"),
+        ("gpu", "device='gpu' cannot be used: it is not a torch device"),
+    ],
+)
+def test_unusable_device_is_a_clear_error(ecgs, monkeypatch, device, match):
+    # Reproduction 5: device="cuda" without CUDA failed in fit with torch's
+    # bare AssertionError.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    X, y = ecgs
+    with pytest.raises(ValueError, match=match + r".*Pass device='cpu'"):
+        CROCSClusterer(**FAST, device=device).fit(X, y)
