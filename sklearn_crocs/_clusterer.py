@@ -504,6 +504,24 @@ class CROCSClusterer(
         return values
 
     # ---------------------------------------------------------------- fitting
+    def _criterion(self):
+        """The loss that owns the prototypes, and its parameters.
+
+        A subclass trains another prototype loss (the baselines' DTC) by
+        returning another class here; it gets ``combinations``,
+        ``embedding_dim`` and ``class_attribute`` in the same way.
+        """
+        return CROCSLoss, {
+            "combinations": self._combinations,
+            "embedding_dim": self.embedding_dim,
+            "class_attribute": self._class_index,
+            "tau_s": self.tau_s,
+            "tau_w": self.tau_w,
+            "beta": self.beta,
+            "loss": self.loss,
+            "reg_reduction": self.reg_reduction,
+        }
+
     def _build_net(self, n_leads, n_timepoints, seed, valid_dataset):
         if isinstance(self.encoder, str):
             encoder = _ENCODERS[self.encoder]
@@ -515,6 +533,7 @@ class CROCSClusterer(
                 f"got the class {self.encoder.__name__}."
             )
         encoder_params = {f"module__{k}": v for k, v in (self.encoder_params or {}).items()}
+        criterion, criterion_params = self._criterion()
         callbacks = [
             ("train_nce", PassthroughScoring("train_nce", on_train=True)),
             ("train_reg", PassthroughScoring("train_reg", on_train=True)),
@@ -541,15 +560,8 @@ class CROCSClusterer(
             module__n_timepoints=n_timepoints,
             module__embedding_dim=self.embedding_dim,
             **encoder_params,
-            criterion=CROCSLoss,
-            criterion__combinations=self._combinations,
-            criterion__embedding_dim=self.embedding_dim,
-            criterion__class_attribute=self._class_index,
-            criterion__tau_s=self.tau_s,
-            criterion__tau_w=self.tau_w,
-            criterion__beta=self.beta,
-            criterion__loss=self.loss,
-            criterion__reg_reduction=self.reg_reduction,
+            criterion=criterion,
+            **{f"criterion__{k}": v for k, v in criterion_params.items()},
             optimizer=torch.optim.Adam,
             optimizer__fused=_fused_adam_supported(self.device),
             lr=self.lr,
