@@ -1,5 +1,6 @@
 """IIC (Ji et al. 2019): mutual information between the clusters of an ECG and a perturbed copy."""
 
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -92,10 +93,18 @@ class IICModule(EncoderModule):
 
 
 class IICLoss(nn.Module):
-    """Sum over the heads of :func:`iic_loss` (targets are ignored: IIC is unsupervised)."""
+    """Sum over the heads of ``log(n_clusters) + iic_loss``; targets are ignored.
+
+    The mutual information of a head is at most ``log(n_clusters)``: the
+    offset makes the loss non-negative, which the relative threshold of the
+    early stopping needs, and changes no gradient.
+    """
 
     def forward(self, outputs, target):
-        return sum(iic_loss(outputs[i], outputs[i + 1]) for i in range(0, len(outputs), 2))
+        return sum(
+            math.log(outputs[i].shape[1]) + iic_loss(outputs[i], outputs[i + 1])
+            for i in range(0, len(outputs), 2)
+        )
 
 
 @fill_doc

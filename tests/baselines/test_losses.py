@@ -13,7 +13,7 @@ from sklearn_crocs.baselines._deepcluster import balanced_cross_entropy, reassig
 from sklearn_crocs.baselines._dtc import DTCLoss
 from sklearn_crocs.baselines._dtcr import fake_copies, kmeans_loss, spectral_indicator
 from sklearn_crocs.baselines._ep import PrototypeAutoencoder, PrototypeAutoencoderLoss
-from sklearn_crocs.baselines._iic import iic_loss, perturb
+from sklearn_crocs.baselines._iic import IICLoss, iic_loss, perturb
 from sklearn_crocs.baselines._sela import sinkhorn_knopp
 
 COMBINATIONS = np.array(list(itertools.product([0, 1], [0, 1], [0, 1, 2])))
@@ -255,3 +255,11 @@ def test_map_clusters_hungarian_matches_brute_force():
 def test_map_clusters_rejects_bad_labels(labels, message):
     with pytest.raises(ValueError, match=message):
         map_clusters(labels, ["a", "b", "a"])
+
+
+def test_iic_training_loss_is_offset_to_be_non_negative():
+    one_hot = torch.eye(3)[[0, 1, 2] * 4]
+    over = torch.eye(6)[list(range(6)) * 2]
+    loss = IICLoss()((one_hot, one_hot, over, over), None)
+    assert loss.item() == pytest.approx(0.0, abs=1e-4)
+    assert loss.item() >= 0
