@@ -38,7 +38,7 @@ bench: $(STAMP)
 
 ## paper-tables: the paper's experiments (baselines, Tables 1-3, sweeps, ablations) on the
 ## bundled PTB-XL sample and LUDB, 5 seeds, 2 processes: writes paper_tables/ and the
-## documentation's "Reproducing the paper" tables (about 2 hours on 2 cores; run on a quiet machine)
+## documentation's "Reproducing the paper" tables (within 2 hours on 2 cores; run on a quiet machine)
 paper-tables: $(STAMP)
 	$(BIN)/python benchmarks/paper_tables.py --n-jobs 2 --output-dir paper_tables --docs docs/user_guide/paper_tables.txt
 
