@@ -136,10 +136,10 @@ class DeepCluster(AttributeMapMixin, NeuralBaseline):
     At the start of every epoch (Caron et al. 2018) the training ECGs are
     embedded, their L2-normalised embeddings clustered by k-means into
     ``n_clusters`` clusters, empty clusters refilled by splitting a large one
-    (:func:`reassign_empty_clusters`), and the cluster indices become the
+    (``reassign_empty_clusters``), and the cluster indices become the
     labels of a linear classifier head, re-initialised each time, trained
     with the encoder for one epoch. Every cluster weighs the same in the
-    loss (:func:`balanced_cross_entropy`), in place of the paper's sampling
+    loss (``balanced_cross_entropy``), in place of the paper's sampling
     uniformly over clusters. After training, a final k-means on the
     embeddings of the training ECGs gives the clusters; each is named after
     the attribute combination of its training ECGs (:func:`map_clusters`).

@@ -77,7 +77,7 @@ class DTC(CROCSClusterer):
     one prototype per attribute combination, initialised as CROCS's, and the
     target ``z_j = softmax_{l in L}(w_il)`` over the prototypes ``L`` of the
     ECG's class, with CROCS's soft weights ``w`` (temperature ``tau_w``); see
-    :class:`DTCLoss`. Everything else is
+    ``DTCLoss``. Everything else is
     :class:`~sklearn_crocs.CROCSClusterer`'s: encoder, training, early
     stopping (on the held-out KL divergence, recorded as ``valid_nce``),
     prediction by the nearest prototype, ``get_prototypes`` (so that
@@ -150,7 +150,7 @@ class DTC(CROCSClusterer):
     n_iter_ : int
         Number of epochs run.
     net_ : skorch.NeuralNet
-        The fitted net; ``net_.criterion_`` is the :class:`DTCLoss`.
+        The fitted net; ``net_.criterion_`` is the ``DTCLoss``.
 
     See Also
     --------

@@ -83,7 +83,7 @@ class KMeansEP(AttributeMapMixin, NeuralBaseline):
     The network of Gee et al. (2019), after Li et al. (2018): the encoder's
     code of an ECG is decoded back to the ECG and compared with
     ``n_prototypes`` learned prototypes; the squared distances feed a linear
-    head that predicts the class. The loss (:class:`PrototypeAutoencoderLoss`)
+    head that predicts the class. The loss (``PrototypeAutoencoderLoss``)
     adds cross-entropy, reconstruction error and two terms that keep
     prototypes and codes close. After training, :class:`sklearn.cluster.KMeans`
     clusters the codes of the training ECGs; each cluster is named after the
@@ -115,7 +115,7 @@ class KMeansEP(AttributeMapMixin, NeuralBaseline):
     Attributes
     ----------
     net_ : skorch.NeuralNet
-        The fitted net; ``net_.module_`` is the :class:`PrototypeAutoencoder`.
+        The fitted net; ``net_.module_`` is the ``PrototypeAutoencoder``.
     kmeans_ : sklearn.cluster.KMeans
         k-means fitted on the training codes.
     n_clusters_ : int

@@ -126,3 +126,11 @@ def test_dtc_refuses_model_files(easy, tmp_path):
     model = DTC(**{**TRAINING, "max_epochs": 1}, validation_fraction=None).fit(X, y)
     with pytest.raises(NotImplementedError, match="joblib"):
         model.save(tmp_path / "dtc.safetensors")
+
+
+def test_retriever_with_dtc_refuses_model_files(easy, tmp_path):
+    (X, y), _ = easy
+    model = DTC(**{**TRAINING, "max_epochs": 1}, validation_fraction=None).fit(X, y)
+    retriever = PrototypeRetriever(FrozenEstimator(model)).fit(X)
+    with pytest.raises(TypeError, match="cannot store a DTC"):
+        retriever.save(tmp_path / "retriever.safetensors")
