@@ -417,6 +417,8 @@ def main(argv=None):
         delayed(task)(dataset, seed) for dataset, seed in tasks
     )
     rows = [row for task_rows in results for row in task_rows]
+    if args.n_jobs > 1:
+        torch.set_num_threads(1)  # as in the workers, for the summary line
     elapsed = time.perf_counter() - start
     run = "a smoke run (--quick: one seed, 2 epochs), not results" if args.quick else "results"
     header = (
