@@ -28,7 +28,7 @@ from torch import nn
 from ._attributes import as_attribute_frame
 from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
-from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, ResNet1dEncoder
+from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, RandomWindow, ResNet1dEncoder
 from .nn._net import _KeepBestState
 
 __all__ = ["CROCSClusterer"]
@@ -161,6 +161,15 @@ class CROCSClusterer(
         (up to float rounding).
     lr : float, default=1e-4
         Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL).
+    crop : float in (0, 1] or "auto", default="auto"
+        Each training ECG is a random window of this fraction of its
+        samples, drawn anew on every pass (:class:`~sklearn_crocs.nn.RandomWindow`);
+        ``transform`` and ``predict`` embed whole signals, so the encoder
+        must accept both lengths. ``"auto"``: 0.8 for the ResNet, which pools
+        over time, and 1 (whole signals) for the CNN and encoder classes.
+    amplitude_jitter : float, default=0.1
+        Each training ECG is multiplied by a factor drawn from
+        ``N(1, amplitude_jitter^2)`` on every pass; 0 turns it off.
     validation_fraction : float or None, default=0.1
         Fraction of the training groups (patients) held out for early
         stopping: training stops when the contrastive (NCE) loss of these
@@ -281,6 +290,8 @@ class CROCSClusterer(
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "lr": [Interval(Real, 0, None, closed="neither")],
+        "crop": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
+        "amplitude_jitter": [Interval(Real, 0, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "device": [str, torch.device],
@@ -304,6 +315,8 @@ class CROCSClusterer(
         max_epochs=100,
         batch_size=256,
         lr=1e-4,
+        crop="auto",
+        amplitude_jitter=0.1,
         validation_fraction=0.1,
         n_iter_no_change=10,
         device="cpu",
@@ -324,6 +337,8 @@ class CROCSClusterer(
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr
+        self.crop = crop
+        self.amplitude_jitter = amplitude_jitter
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.device = device
@@ -515,6 +530,18 @@ class CROCSClusterer(
                 f"got the class {self.encoder.__name__}."
             )
         encoder_params = {f"module__{k}": v for k, v in (self.encoder_params or {}).items()}
+        crop = self.crop
+        if crop == "auto":
+            crop = 0.8 if issubclass(encoder, ResNet1dEncoder) else 1.0
+        if crop < 1 and issubclass(encoder, CNNEncoder):
+            raise ValueError(
+                f"crop={crop} trains on windows shorter than the signals that transform "
+                "embeds, but the CNN's linear layer takes one length only. Use crop=1 "
+                "(or 'auto') with encoder='cnn'."
+            )
+        augment = None
+        if crop < 1 or self.amplitude_jitter > 0:
+            augment = RandomWindow(crop=crop, amplitude_jitter=self.amplitude_jitter)
         callbacks = [
             ("train_nce", PassthroughScoring("train_nce", on_train=True)),
             ("train_reg", PassthroughScoring("train_reg", on_train=True)),
@@ -562,6 +589,7 @@ class CROCSClusterer(
             device=self.device,
             verbose=self.verbose,
             shuffle_seed=seed,
+            augment=augment,
         )
 
     def _split(self, n_samples, groups, seed):

@@ -674,3 +674,21 @@ def test_early_stopping_without_groups_warns_once(synthetic):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _model(max_epochs=2, validation_fraction=0.2).fit(X, y, groups=groups)
+
+
+def test_training_augmentation_settings_reach_the_net(synthetic):
+    X, y, _ = synthetic
+    resnet = {"encoder": "resnet", "encoder_params": {"channels": (4, 8)}, "max_epochs": 1}
+    assert repr(_model(**resnet).fit(X, y).net_.augment) == (
+        "RandomWindow(crop=0.8, amplitude_jitter=0.1)"
+    )
+    assert repr(_model(max_epochs=1).fit(X, y).net_.augment) == (
+        "RandomWindow(crop=1.0, amplitude_jitter=0.1)"  # the CNN takes whole signals
+    )
+    assert _model(max_epochs=1, amplitude_jitter=0).fit(X, y).net_.augment is None
+    plain = _model(**resnet, crop=1, amplitude_jitter=0).fit(X, y)
+    augmented = _model(**resnet).fit(X, y)
+    assert plain.net_.augment is None
+    assert not np.allclose(plain.prototypes_, augmented.prototypes_)
+    with pytest.raises(ValueError, match=r"crop=0.8 trains on windows shorter .* Use crop=1"):
+        _model(encoder="cnn", crop=0.8).fit(X, y)

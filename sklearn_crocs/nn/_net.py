@@ -291,7 +291,13 @@ class CROCSNet(NeuralNet):
     *args, **kwargs
         Passed to :class:`skorch.NeuralNet`.
     shuffle_seed : int, default=0
-        Seed of the per-epoch permutations.
+        Seed of the per-epoch permutations and of ``augment``'s draws.
+    augment : callable or None, default=None
+        ``augment(X, generator)`` returns a perturbed copy of a training
+        batch ``X`` (for example :class:`~sklearn_crocs.nn.RandomWindow`),
+        drawing its random numbers from ``generator`` (a
+        :class:`torch.Generator` seeded from ``shuffle_seed`` when training
+        starts). Validation and inference batches are left as they are.
     predict_batch_size : int, "auto" or None, default=None
         Batch size for inference and validation. ``None`` means
         ``batch_size``; ``"auto"`` means at most ``batch_size``, and on CPU
@@ -341,10 +347,17 @@ class CROCSNet(NeuralNet):
     """
 
     def __init__(
-        self, *args, shuffle_seed=0, predict_batch_size=None, retain_heap="auto", **kwargs
+        self,
+        *args,
+        shuffle_seed=0,
+        augment=None,
+        predict_batch_size=None,
+        retain_heap="auto",
+        **kwargs,
     ):
         super().__init__(*args, **kwargs)
         self.shuffle_seed = shuffle_seed
+        self.augment = augment
         self.predict_batch_size = predict_batch_size
         self.retain_heap = retain_heap
 
@@ -369,8 +382,13 @@ class CROCSNet(NeuralNet):
             raise ValueError(f"retain_heap must be True, False or 'auto'; got {retain!r}.")
         if retain == "auto":
             retain = _heap_retention_helps(self.device)
-        with retained_heap() if retain else contextlib.nullcontext():
-            return super().fit_loop(X, y, epochs, **fit_params)
+        # Lives as long as the loop: a generator cannot be pickled with the net.
+        self._augment_generator = torch.Generator().manual_seed(self.shuffle_seed)
+        try:
+            with retained_heap() if retain else contextlib.nullcontext():
+                return super().fit_loop(X, y, epochs, **fit_params)
+        finally:
+            del self._augment_generator
 
     def _inference_batch_size(self):
         """Resolve ``predict_batch_size`` (see the class description)."""
@@ -396,6 +414,9 @@ class CROCSNet(NeuralNet):
             self.history.record_batch(f"{prefix}_reg", reg)
 
     def train_step(self, batch, **fit_params):
+        if self.augment is not None:
+            Xi, yi = batch
+            batch = (self.augment(Xi, self._augment_generator), yi)
         step = super().train_step(batch, **fit_params)
         self._record_loss_parts()
         return step
