@@ -157,7 +157,9 @@ class _BatchIterator:
 
     With ``shuffle=True`` each pass draws a new permutation from
     ``np.random.default_rng([seed, pass_index])`` and gathers the batches with
-    one ``index_select`` each. A trailing batch of a single sample is merged
+    one ``index_select`` each; ``pass_index`` counts up from its initial value
+    with every pass (skorch builds the training iterator once per fit and
+    iterates over it once per epoch). A trailing batch of a single sample is merged
     into the previous one during training, because batch normalisation cannot
     train on one sample; no sample is dropped.
 
@@ -200,6 +202,7 @@ class _BatchIterator:
         order = None
         if self.shuffle:
             rng = np.random.default_rng([self.seed, self.pass_index])
+            self.pass_index += 1
             order = torch.from_numpy(rng.permutation(len(X)))
         check = getattr(self.dataset, "check_finite", False)
         for start, stop in self._bounds():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import make_small_net
+from skorch.callbacks import Callback
 
 from sklearn_crocs.nn import ArrayDataset, CROCSNet
 from sklearn_crocs.nn._net import _BatchIterator, _KeepBestState, _prefetch
@@ -46,6 +47,30 @@ def test_shuffled_batches_cover_every_sample_once_and_are_reproducible():
     torch.testing.assert_close(y, dataset.y[order])
     torch.testing.assert_close(X, torch.cat([xb for xb, _ in again]))
     assert not torch.equal(X, torch.cat([xb for xb, _ in other_epoch]))
+
+
+def test_every_epoch_of_a_fit_draws_a_new_order():
+    """skorch builds the training iterator once per fit: each pass over it must reshuffle."""
+    orders = []
+
+    class RecordOrder(Callback):
+        def on_epoch_begin(self, net, **kwargs):
+            orders.append([])
+
+        def on_batch_begin(self, net, batch=None, training=None, **kwargs):
+            if training:
+                orders[-1].extend(batch[0][:, 0, 0].long().tolist())
+
+    X = np.repeat(np.arange(32, dtype=np.float32), 64).reshape(32, 1, 64)
+    make_small_net(batch_size=8, max_epochs=3, train_split=None, callbacks=[RecordOrder()]).fit(
+        X, np.arange(32) % 4
+    )
+    assert [sorted(order) for order in orders] == [list(range(32))] * 3
+    assert orders[0] != orders[1] != orders[2] != orders[0]
+    iterator = _BatchIterator(_dataset(23), 5, shuffle=True, seed=3, pass_index=0)
+    passes = [torch.cat([xb for xb, _ in iterator]) for _ in range(2)]
+    next_pass = torch.cat([xb for xb, _ in _BatchIterator(_dataset(23), 5, shuffle=True, seed=3, pass_index=1)])
+    torch.testing.assert_close(passes[1], next_pass)  # the second pass is pass 1
 
 
 def test_trailing_single_sample_is_merged_not_dropped():
