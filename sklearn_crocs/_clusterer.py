@@ -114,10 +114,12 @@ class CROCSClusterer(
 
     Parameters
     ----------
-    encoder : {"cnn", "resnet"} or nn.Module subclass, default="cnn"
-        ``"cnn"``: the paper's small CNN (:class:`~sklearn_crocs.nn.CNNEncoder`,
-        used on Chapman); ``"resnet"``: a 1-D ResNet18 with one block per stage
-        (:class:`~sklearn_crocs.nn.ResNet1dEncoder`, used on PTB-XL). A class is
+    encoder : {"cnn", "resnet"} or nn.Module subclass, default="resnet"
+        ``"resnet"``: a 1-D ResNet18 with one block per stage, at half its
+        widths (:class:`~sklearn_crocs.nn.ResNet1dEncoder`, the paper's
+        PTB-XL encoder); ``"cnn"``: the paper's small CNN for single-lead
+        Chapman frames (:class:`~sklearn_crocs.nn.CNNEncoder`), which learns
+        far less on 12-lead ECGs (see :ref:`defaults`). A class is
         instantiated as ``encoder(in_channels=n_leads, n_timepoints=n_timepoints,
         embedding_dim=embedding_dim, **encoder_params)`` and must map
         ``(batch, n_leads, n_timepoints)`` to ``(batch, embedding_dim)``.
@@ -128,9 +130,12 @@ class CROCSClusterer(
         Chapman, 256 on PTB-XL).
     tau_s : float, default=0.1
         Temperature of the cosine similarity.
-    tau_w : float, default=1.0
+    tau_w : float, default=0.5
         Temperature of the soft-assignment weights; ``math.inf`` weighs all
         prototypes of an ECG's class equally. Ignored when ``loss="hard"``.
+        The paper uses 1; 0.5 gives an ECG's own combination more of the
+        weight, which places the prototypes nearer their ECGs and retrieves
+        better (see :ref:`defaults`).
     beta : float, default=0.2
         Desired distance between two same-class prototypes per differing
         attribute in the arrangement regulariser; ``0`` turns it off.
@@ -138,10 +143,11 @@ class CROCSClusterer(
         ``"soft"``: NCE-soft (an ECG is attracted to every prototype of its
         class, more strongly the more attributes they share); ``"hard"``:
         NCE-hard (only to the prototype of its exact combination).
-    reg_reduction : {"sum", "mean"}, default="sum"
+    reg_reduction : {"sum", "mean"}, default="mean"
         How the regulariser adds up its terms over pairs of same-class
-        prototypes: their sum (Eq. 3) or their mean (the paper's text calls
-        it a mean-squared error).
+        prototypes: their mean (the paper's text calls it a mean-squared
+        error) or their sum (Eq. 3), which with 16 prototypes starts 30 times
+        larger than the NCE term and draws same-class prototypes together.
     prototypes : {"learned", "mean"}, default="learned"
         Centroids used by :meth:`predict`, :meth:`predict_proba` and
         ``prototypes_``: the learned clinical prototypes (CP CROCS) or the
@@ -150,17 +156,19 @@ class CROCSClusterer(
     class_attribute : int or str, default=0
         Column (position or name) of ``y`` that holds the class attribute:
         ECGs are only attracted to prototypes of their own class.
-    max_epochs : int, default=100
-        Maximum number of passes over the training data.
-    batch_size : int, default=256
+    max_epochs : int, default=40
+        Number of passes over the training data (the most, with early
+        stopping).
+    batch_size : int, default=128
         Mini-batch size (paper: 256 on Chapman, 128 on PTB-XL). Inference
         (``transform``, ``predict``, validation) uses batches of at most this
         size, and on CPU fewer where a batch's largest intermediate tensor
         would exceed 16 MiB (52 frames for the ResNet on 12-lead 2500-sample
         frames), which keeps it in the CPU caches; outputs do not depend on it
         (up to float rounding).
-    lr : float, default=1e-4
-        Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL).
+    lr : float, default=1e-3
+        Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL; those
+        need many more epochs than a small dataset offers).
     crop : float in (0, 1] or "auto", default="auto"
         Each training ECG is a random window of this fraction of its
         samples, drawn anew on every pass (:class:`~sklearn_crocs.nn.RandomWindow`);
@@ -170,14 +178,16 @@ class CROCSClusterer(
     amplitude_jitter : float, default=0.1
         Each training ECG is multiplied by a factor drawn from
         ``N(1, amplitude_jitter^2)`` on every pass; 0 turns it off.
-    validation_fraction : float or None, default=0.1
-        Fraction of the training groups (patients) held out for early
+    validation_fraction : float or None, default=None
+        ``None`` trains for ``max_epochs`` epochs on all the data. A float is
+        the fraction of the training groups (patients) held out for early
         stopping: training stops when the contrastive (NCE) loss of these
         patients has not improved by a relative ``1e-4`` for
         ``n_iter_no_change`` epochs, and the encoder and prototypes of the
         best epoch are kept. (The regulariser depends on the prototypes only,
         so it is the same on both sides and says nothing about overfitting.)
-        ``None`` trains for ``max_epochs`` epochs on all data.
+        On small datasets the held-out patients are few and their loss noisy,
+        so early stopping costs accuracy (see :ref:`defaults`).
     n_iter_no_change : int, default=10
         Patience of the early stopping, in epochs.
     device : str or torch.device, default="cpu"
@@ -302,22 +312,22 @@ class CROCSClusterer(
 
     def __init__(
         self,
-        encoder="cnn",
+        encoder="resnet",
         encoder_params=None,
         embedding_dim=128,
         tau_s=0.1,
-        tau_w=1.0,
+        tau_w=0.5,
         beta=0.2,
         loss="soft",
-        reg_reduction="sum",
+        reg_reduction="mean",
         prototypes="learned",
         class_attribute=0,
-        max_epochs=100,
-        batch_size=256,
-        lr=1e-4,
+        max_epochs=40,
+        batch_size=128,
+        lr=1e-3,
         crop="auto",
         amplitude_jitter=0.1,
-        validation_fraction=0.1,
+        validation_fraction=None,
         n_iter_no_change=10,
         device="cpu",
         random_state=None,

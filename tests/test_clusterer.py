@@ -21,7 +21,7 @@ from torch import nn
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.nn import CNNEncoder, CROCSLoss
 
-FAST = {"embedding_dim": 16, "max_epochs": 4, "lr": 3e-3, "batch_size": 32}
+FAST = {"encoder": "cnn", "embedding_dim": 16, "max_epochs": 4, "lr": 3e-3, "batch_size": 32}
 
 
 def _model(**params):
@@ -464,7 +464,6 @@ def test_not_fitted():
         ),
         (lambda X, y: (X, y.assign(sex=[1, "F"] * (len(y) // 2))), TypeError, "one type"),
         (lambda X, y: (X, np.zeros((len(y), 2, 2))), ValueError, "y must have shape"),
-        (lambda X, y: (X[:, :, :100], y), ValueError, "needs at least 388 time points"),
         (lambda X, y: (np.array([["a"] * 600] * len(y)), y), ValueError, "could not convert"),
     ],
     ids=[
@@ -479,7 +478,6 @@ def test_not_fitted():
         "missing-attribute",
         "mixed-types",
         "3d-y",
-        "too-short",
         "strings",
     ],
 )
@@ -488,6 +486,12 @@ def test_bad_fit_input(synthetic, mutate, error, message):
     X_bad, y_bad = mutate(X, y)
     with pytest.raises(error, match=message):
         CROCSClusterer(max_epochs=1, validation_fraction=None).fit(X_bad, y_bad)
+
+
+def test_signals_too_short_for_the_cnn(synthetic):
+    X, y, _ = synthetic
+    with pytest.raises(ValueError, match="needs at least 388 time points"):
+        CROCSClusterer(encoder="cnn", max_epochs=1).fit(X[:, :, :100], y)
 
 
 def test_bad_predict_input(fitted, synthetic):

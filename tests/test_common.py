@@ -11,6 +11,7 @@ FAST_CNN = {"channels": (4,), "kernel_size": 1, "stride": 1, "pool_size": 1}
 
 def _fast_estimators():
     yield CROCSClusterer(
+        encoder="cnn",
         encoder_params=FAST_CNN,
         embedding_dim=8,
         max_epochs=3,
@@ -21,6 +22,7 @@ def _fast_estimators():
     # The other code paths: TP CROCS prototypes, NCE-hard, early stopping on a
     # validation split, and the ResNet encoder.
     yield CROCSClusterer(
+        encoder="cnn",
         encoder_params=FAST_CNN,
         embedding_dim=8,
         loss="hard",

@@ -145,6 +145,7 @@ def test_round_trip_keeps_attribute_layouts(data, tmp_path, make_y):
     X, y, _ = data
     target = make_y(y)
     model = CROCSClusterer(
+        encoder="cnn",
         encoder_params=FAST_CNN, embedding_dim=8, max_epochs=2, validation_fraction=None,
         prototypes="mean", random_state=np.random.RandomState(5),
     ).fit(X[:, 0, :], target)  # fmt: skip
@@ -156,6 +157,7 @@ def test_round_trip_with_dataframe_input(data, tmp_path):
     X, y, _ = data
     frame = pd.DataFrame(X[:, 0, :], columns=[f"t{i}" for i in range(X.shape[2])])
     model = CROCSClusterer(
+        encoder="cnn",
         encoder_params=FAST_CNN, embedding_dim=8, max_epochs=2, validation_fraction=None,
         tau_w=float("inf"), random_state=0,
     ).fit(frame, y)  # fmt: skip

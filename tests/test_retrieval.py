@@ -720,6 +720,7 @@ FAST_CNN = {"channels": (4,), "kernel_size": 1, "stride": 1, "pool_size": 1}
     [
         PrototypeRetriever(
             CROCSClusterer(
+                encoder="cnn",
                 encoder_params=FAST_CNN,
                 embedding_dim=8,
                 max_epochs=2,

@@ -59,7 +59,8 @@ class TrainingCurveDisplay:
     >>> from sklearn_crocs.plotting import TrainingCurveDisplay
     >>> rng = np.random.RandomState(0)
     >>> X, y, groups = rng.randn(60, 400), rng.choice(["SR", "SB"], 60), np.arange(60) // 2
-    >>> model = CROCSClusterer(embedding_dim=8, max_epochs=4, random_state=0)
+    >>> model = CROCSClusterer(embedding_dim=8, max_epochs=4, validation_fraction=0.2,
+    ...                        random_state=0)
     >>> model = model.fit(X, y, groups=groups)
     >>> display = TrainingCurveDisplay.from_estimator(model)
     >>> len(display.axes_), len(display.lines_)
