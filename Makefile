@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_FLAGS := -c constraints-cpu.txt
 
-.PHONY: run test lint docs bench clean bad-input-table
+.PHONY: run test lint docs bench bench-accuracy bench-defaults clean bad-input-table
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,14 @@ docs: $(DOCS_STAMP)
 ## bench: training/embedding, retrieval and scaling benchmarks (minutes; run on a quiet machine)
 bench: $(STAMP)
 	cd benchmarks && ../$(BIN)/python bench_training.py && ../$(BIN)/python bench_retrieval.py && ../$(BIN)/python bench_scaling.py
+
+## bench-accuracy: CROCS on the bundled PTB-XL sample, 5 seeds: the paper's Tables 1 and 2, ablations, baselines
+bench-accuracy: $(STAMP)
+	cd benchmarks && ../$(BIN)/python bench_accuracy.py
+
+## bench-defaults: each default of CROCSClusterer against its alternatives, on validation folds
+bench-defaults: $(STAMP)
+	cd benchmarks && ../$(BIN)/python bench_defaults.py
 
 ## bad-input-table: rerun the tests marked bad_input and rewrite the Reliability page's table
 bad-input-table: $(STAMP)
