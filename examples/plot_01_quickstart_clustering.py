@@ -82,6 +82,7 @@ print(y_train.value_counts("rhythm").to_string())
 # A 32-dimensional embedding and a learning rate of 1e-3 suit this small
 # dataset; the paper uses 128 and 1e-4 on Chapman.
 model = CROCSClusterer(
+    encoder="cnn",
     embedding_dim=32,
     lr=1e-3,
     max_epochs=100,

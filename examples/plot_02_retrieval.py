@@ -32,7 +32,7 @@ data = load_ludb_instances(random_state=0)
 X_train, y_train, groups_train = data.X_train, data.y_train, data.groups_train
 X_db, y_db = data.X_test, data.y_test  # the held-out patients' ECGs
 
-model = CROCSClusterer(embedding_dim=32, lr=1e-3, max_epochs=100, random_state=0)
+model = CROCSClusterer(encoder="cnn", embedding_dim=32, lr=1e-3, max_epochs=100, random_state=0)
 model.fit(X_train, y_train, groups=groups_train)
 
 # %%

@@ -47,6 +47,7 @@ variants = {
 }
 models = {
     name: CROCSClusterer(
+        encoder="cnn",
         embedding_dim=32,
         lr=1e-3,
         max_epochs=60,

@@ -63,7 +63,12 @@ print(f"{len(np.unique(groups_train))} training patients, {len(X_train)} instanc
 # ``CROCSClusterer(...).set_fit_request(groups=True)``.)
 search = GridSearchCV(
     CROCSClusterer(
-        embedding_dim=32, lr=1e-3, max_epochs=30, validation_fraction=None, random_state=0
+        encoder="cnn",
+        embedding_dim=32,
+        lr=1e-3,
+        max_epochs=30,
+        validation_fraction=None,
+        random_state=0,
     ),
     param_grid={"tau_w": [1.0, math.inf], "beta": [0.0, 0.2]},
     scoring={

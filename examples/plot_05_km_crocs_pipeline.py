@@ -41,7 +41,7 @@ n_rhythms = y_train["rhythm"].nunique()
 # attributes, KMeans ignores them. Step parameters such as the patients go
 # by step name. As in the paper, k is the number of classes.
 km_crocs = make_pipeline(
-    CROCSClusterer(embedding_dim=32, lr=1e-3, max_epochs=100, random_state=0),
+    CROCSClusterer(encoder="cnn", embedding_dim=32, lr=1e-3, max_epochs=100, random_state=0),
     KMeans(n_clusters=n_rhythms, n_init=10, random_state=0),
 )
 km_crocs.fit(X_train, y_train, crocsclusterer__groups=groups_train)
