@@ -42,7 +42,7 @@ bench-accuracy: $(STAMP)
 
 ## bench-defaults: each default of CROCSClusterer against its alternatives, on validation folds
 bench-defaults: $(STAMP)
-	cd benchmarks && ../$(BIN)/python bench_defaults.py
+	cd benchmarks && ../$(BIN)/python bench_defaults.py --fits-per-seed 2
 
 ## bad-input-table: rerun the tests marked bad_input and rewrite the Reliability page's table
 bad-input-table: $(STAMP)
