@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import torch
+from torch import nn
 
 
 def machine_summary(device="cpu"):
@@ -186,3 +187,21 @@ def print_table(title, header, rows):
     print("-" * len(line))
     for row in rows:
         print("  ".join(str(c).rjust(w) for c, w in zip(row, widths)))
+
+
+def reference_cnn(in_channels, length, embedding_dim):
+    """The paper's CNN (Appendix B, Table 5) with standard torch layers."""
+    layers, c_in = [], in_channels
+    for c_out in (4, 16, 32):
+        layers += [
+            nn.Conv1d(c_in, c_out, 7, stride=3),
+            nn.BatchNorm1d(c_out),
+            nn.ReLU(),
+            nn.MaxPool1d(2),
+            nn.Dropout(0.1),
+        ]
+        # Output length computed, not probed: a forward pass would draw
+        # dropout masks and move the batch norms' running statistics.
+        c_in, length = c_out, ((length - 7) // 3 + 1) // 2
+    features = nn.Sequential(*layers)
+    return nn.Sequential(features, nn.Flatten(), nn.Linear(c_in * length, embedding_dim), nn.ReLU())

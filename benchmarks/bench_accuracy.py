@@ -62,7 +62,7 @@ from sklearn_crocs.metrics import (
 from sklearn_crocs.nn import RandomWindow, ResNet1dEncoder
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _utils import machine_summary  # noqa: E402
+from _utils import machine_summary, reference_cnn  # noqa: E402
 
 KS = (1, 5, 10)
 ABLATIONS = {
@@ -74,23 +74,6 @@ ABLATIONS = {
 
 
 # ------------------------------------------------------------------ plain loop
-def paper_cnn(n_leads, n_timepoints, embedding_dim):
-    """The paper's CNN (Appendix B, Table 5) in plain torch layers."""
-    layers, channels, length = [], n_leads, n_timepoints
-    for c_out in (4, 16, 32):
-        layers += [
-            nn.Conv1d(channels, c_out, 7, stride=3),
-            nn.BatchNorm1d(c_out),
-            nn.ReLU(),
-            nn.MaxPool1d(2),
-            nn.Dropout(0.1),
-        ]
-        channels, length = c_out, ((length - 7) // 3 + 1) // 2
-    return nn.Sequential(
-        *layers, nn.Flatten(), nn.Linear(channels * length, embedding_dim), nn.ReLU()
-    )
-
-
 def plain_crocs(X, codes, dims, *, seed, epochs=40, batch_size=128, lr=1e-3, tau_s=0.1,
                 tau_w=1.0, beta=0.2, embedding_dim=128):  # fmt: skip
     """Train CROCS as a short script would; return (encoder, unit prototypes, seconds)."""
@@ -100,7 +83,7 @@ def plain_crocs(X, codes, dims, *, seed, epochs=40, batch_size=128, lr=1e-3, tau
     same_class = combos[:, None, 0] == combos[None, :, 0]
     weights = torch.softmax((n_equal / tau_w).masked_fill(~same_class, -math.inf), dim=1).float()
     target_distance = beta * (len(dims) - n_equal).float()
-    encoder = paper_cnn(X.shape[1], X.shape[2], embedding_dim)
+    encoder = reference_cnn(X.shape[1], X.shape[2], embedding_dim)
     prototypes = nn.Parameter(torch.randn(len(combos), embedding_dim))
     optimizer = torch.optim.Adam([*encoder.parameters(), prototypes], lr=lr)
     X = torch.as_tensor(X)

@@ -55,6 +55,7 @@ from _utils import (
     paired_ratio,
     peak_memory_mb,
     print_table,
+    reference_cnn,
     repeat,
     reset_peak_memory,
     run_rounds,
@@ -74,24 +75,6 @@ def _data(n, leads, length, seed=0):
     X = rng.standard_normal((n, leads, length), dtype=np.float32)
     codes = rng.integers(0, len(COMBINATIONS), n)
     return X, COMBINATIONS[codes], codes
-
-
-def reference_cnn(in_channels, length, embedding_dim):
-    """The paper's CNN (Appendix B) with standard torch layers."""
-    layers, c_in = [], in_channels
-    for c_out in (4, 16, 32):
-        layers += [
-            nn.Conv1d(c_in, c_out, 7, stride=3),
-            nn.BatchNorm1d(c_out),
-            nn.ReLU(),
-            nn.MaxPool1d(2),
-            nn.Dropout(0.1),
-        ]
-        c_in = c_out
-    features = nn.Sequential(*layers)
-    with torch.no_grad():
-        n_flat = features(torch.zeros(1, in_channels, length)).numel()
-    return nn.Sequential(features, nn.Flatten(), nn.Linear(n_flat, embedding_dim), nn.ReLU())
 
 
 def reference_model(config):
