@@ -134,8 +134,7 @@ class CROCSClusterer(
         Temperature of the soft-assignment weights; ``math.inf`` weighs all
         prototypes of an ECG's class equally. Ignored when ``loss="hard"``.
         The paper uses 1; 0.5 gives an ECG's own combination more of the
-        weight, which places the prototypes nearer their ECGs and retrieves
-        better (see :ref:`defaults`).
+        weight (see :ref:`defaults` for what each value measured).
     beta : float, default=0.0
         Desired distance between two same-class prototypes per differing
         attribute in the arrangement regulariser (the paper's
@@ -149,8 +148,8 @@ class CROCSClusterer(
     reg_reduction : {"sum", "mean"}, default="mean"
         How the regulariser adds up its terms over pairs of same-class
         prototypes: their mean (the paper's text calls it a mean-squared
-        error) or their sum (Eq. 3), which with 16 prototypes starts 30 times
-        larger than the NCE term and draws same-class prototypes together.
+        error) or their sum (Eq. 3), which with 16 prototypes starts about
+        30 times larger than the NCE term. Used only when ``beta > 0``.
     prototypes : {"learned", "mean"}, default="learned"
         Centroids used by :meth:`predict`, :meth:`predict_proba` and
         ``prototypes_``: the learned clinical prototypes (CP CROCS) or the
