@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_FLAGS := -c constraints-cpu.txt
 
-.PHONY: run test lint docs bench bench-accuracy bench-defaults clean bad-input-table
+.PHONY: run test test-min lint docs bench bench-accuracy bench-defaults clean bad-input-table
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ run: $(STAMP)
 ## test: run the whole test suite (unit tests, estimator checks, doctests)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+## test-min: the test suite on the declared lower bound of every dependency (tox -e min)
+test-min: $(STAMP)
+	$(BIN)/tox -e min
 
 ## docs: build the HTML documentation (runs the example gallery) into docs/_build/html
 DOCS_STAMP := $(VENV)/.installed-docs
