@@ -29,7 +29,7 @@ from ._attributes import as_attribute_frame
 from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
 from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, RandomWindow, ResNet1dEncoder
-from .nn._net import _KeepBestState
+from .nn._net import KeepBestState
 
 __all__ = ["CROCSClusterer"]
 
@@ -572,7 +572,7 @@ class CROCSClusterer(
                         sink=print if self.verbose else _silent,
                     ),
                 ),
-                ("keep_best", _KeepBestState(monitor="valid_nce")),
+                ("keep_best", KeepBestState(monitor="valid_nce")),
             ]
         return CROCSNet(
             module=encoder,
