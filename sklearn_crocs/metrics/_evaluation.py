@@ -11,7 +11,8 @@ from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from .._attributes import as_attribute_frame
 from .._clusterer import _nearest
-from .._retrieval import _crocs_step, _top_k
+from .._retrieval import _crocs_step
+from .._search import top_k
 from ._clustering import clustering_report
 from ._retrieval import chance_precision_at_k, match_label, matchable_queries, retrieval_report
 
@@ -144,7 +145,7 @@ def evaluate_prototypes(
             attributes[_nearest(embeddings, prototypes, counts)], columns=list(y_true.columns)
         )
         queries = pd.DataFrame(attributes, columns=crocs.attribute_names_)
-        neighbors[method] = (queries, _top_k(prototypes, embeddings, ks[-1])[1])
+        neighbors[method] = (queries, top_k(prototypes, embeddings, ks[-1])[1])
         scored[method] = {
             match_label(m, n_attributes): int(
                 matchable_queries(y_true, queries, min_matches=m).sum()

@@ -12,7 +12,8 @@ import pandas as pd
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._attributes import as_attribute_frame
-from .._retrieval import _crocs_step, _top_k
+from .._retrieval import _crocs_step
+from .._search import top_k
 from ._clustering import attribute_ami_score
 from ._retrieval import precision_at_k
 
@@ -57,7 +58,7 @@ class _PrecisionAtKScorer:
         # Attributes are matched by name: y's DataFrame columns, or the fitted names.
         y_true = as_attribute_frame(y, crocs.attribute_names_)
         queries = pd.DataFrame(attributes, columns=crocs.attribute_names_)
-        _, indices = _top_k(prototypes, embeddings, self.k)
+        _, indices = top_k(prototypes, embeddings, self.k)
         return precision_at_k(
             y_true,
             indices,
