@@ -295,8 +295,7 @@ def test_early_stopping_with_patient_groups(synthetic, monkeypatch):
     best = int(np.argmin(scores))
     # The best epoch's prototypes were restored, not the last epoch's.
     valid_X = X[valid]
-    dims = [len(c) for c in model.categories_]
-    valid_y = np.ravel_multi_index(model._encode_attributes(y.iloc[valid]).T, dims)
+    valid_y = model.attribute_codec_.encode(y.iloc[valid])
     criterion = model.net_.criterion_
     with torch.no_grad():
         embeddings = model.net_.forward(valid_X)
