@@ -1,6 +1,8 @@
 """CROCSClusterer: clinical prototypes learned with a skorch-wrapped encoder."""
 
 import math
+import re
+import sys
 import warnings
 from numbers import Integral, Real
 
@@ -14,6 +16,7 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
     _fit_context,
+    clone,
 )
 from sklearn.model_selection import GroupShuffleSplit
 from sklearn.utils import check_random_state
@@ -38,6 +41,9 @@ _ENCODERS = {"cnn": CNNEncoder, "resnet": ResNet1dEncoder}
 # of float32 signal, so that embedding a large (e.g. memory-mapped) database
 # needs extra memory independent of its size.
 _CHUNK_BYTES = 64 * 2**20
+
+# The colour codes that skorch's PrintLog puts around each column's best value.
+_ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _fused_adam_supported(device):
@@ -156,7 +162,19 @@ class CROCSClusterer(
         operating system. The global numpy and torch random states are
         neither used nor changed.
     verbose : int, default=0
-        ``0`` is silent; ``1`` prints one line per epoch (losses and time).
+        ``0`` is silent; ``1`` prints one line per epoch (losses and time),
+        with each column's best value in colour when standard output is a
+        terminal.
+    callbacks : list of skorch callbacks or (name, callback) tuples, default=None
+        Extra :mod:`skorch.callbacks` for training, run after the clusterer's
+        own (loss parts, early stopping, restoring the best epoch), for
+        example ``LRScheduler``, ``ProgressBar`` or ``Checkpoint``. Each fit
+        runs clones of them, so those passed here are left unchanged; the
+        fitted ones are in ``net_.callbacks_``. Names given in tuples must
+        differ from the clusterer's own (``"train_nce"``, ``"train_reg"``,
+        ``"valid_nce"``, ``"valid_reg"``, ``"early_stopping"``,
+        ``"keep_best"``) and skorch's defaults. :meth:`save` does not store
+        them: a loaded model has ``callbacks=None``.
     memory_budget : "auto", int or None, default="auto"
         Bytes of memory a fit may need. Before allocating anything, ``fit``
         estimates its peak memory (the M x M weight tables of the M attribute
@@ -269,6 +287,7 @@ class CROCSClusterer(
         "device": [str, torch.device],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "callbacks": [list, None],
         "memory_budget": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
     }
 
@@ -294,6 +313,7 @@ class CROCSClusterer(
         device="cpu",
         random_state=None,
         verbose=0,
+        callbacks=None,
         memory_budget="auto",
     ):
         self.encoder = encoder
@@ -316,6 +336,7 @@ class CROCSClusterer(
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.callbacks = callbacks
         self.memory_budget = memory_budget
 
     # ------------------------------------------------------------------ input
@@ -408,6 +429,7 @@ class CROCSClusterer(
         augment = None
         if crop < 1 or self.amplitude_jitter > 0:
             augment = RandomWindow(crop=crop, amplitude_jitter=self.amplitude_jitter)
+        sink = _print if self.verbose else _silent
         callbacks = [
             ("train_nce", PassthroughScoring("train_nce", on_train=True)),
             ("train_reg", PassthroughScoring("train_reg", on_train=True)),
@@ -423,11 +445,13 @@ class CROCSClusterer(
                         patience=self.n_iter_no_change,
                         threshold=1e-4,
                         threshold_mode="rel",
-                        sink=print if self.verbose else _silent,
+                        sink=sink,
                     ),
                 ),
                 ("keep_best", _KeepBestState(monitor="valid_nce")),
             ]
+        # Clones: a fit must not change the parameters (nor one fit the next).
+        callbacks += [clone(callback, safe=False) for callback in self.callbacks or []]
         return CROCSNet(
             module=encoder,
             module__in_channels=n_leads,
@@ -452,6 +476,7 @@ class CROCSClusterer(
             dataset=ArrayDataset,
             train_split=None if valid_dataset is None else predefined_split(valid_dataset),
             callbacks=callbacks,
+            callbacks__print_log__sink=sink,
             device=self.device,
             verbose=self.verbose,
             shuffle_seed=seed,
@@ -900,5 +925,10 @@ class CROCSClusterer(
         return tags
 
 
+def _print(text):
+    """Sink for the training log: print, without colour codes unless stdout is a terminal."""
+    print(text if sys.stdout.isatty() else _ANSI_CODE.sub("", text), flush=True)
+
+
 def _silent(*args, **kwargs):
-    """Sink for callbacks when ``verbose=0``."""
+    """Sink for the training log when ``verbose=0``."""
