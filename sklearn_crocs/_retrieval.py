@@ -7,30 +7,17 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._clusterer import _python_value
 from ._persistence import load_retriever, save_retriever
 from ._search import top_k
+from ._utils import _crocs_step
 
 __all__ = ["PrototypeRetriever"]
 
 
-def _crocs_step(estimator):
-    """The CROCSClusterer in ``estimator``: itself, or inside a FrozenEstimator or Pipeline."""
-    step = estimator
-    while isinstance(step, (FrozenEstimator, Pipeline)):
-        step = step.estimator if isinstance(step, FrozenEstimator) else step[-1]
-    if not hasattr(step, "get_prototypes"):
-        raise TypeError(
-            "estimator must be a CROCSClusterer, a Pipeline ending in one or either "
-            f"wrapped in sklearn.frozen.FrozenEstimator; got {type(step).__name__}, "
-            "which has no get_prototypes method."
-        )
-    return step
 
 
 def _n_rows(X):
@@ -215,6 +202,8 @@ default=None
         self.query_attributes_ = pd.DataFrame(
             {n: self.prototype_attributes_[:, i] for i, n in enumerate(self.attribute_names_)}
         )
+        # The combination number of each query prototype, in increasing order.
+        self._query_combinations = crocs.attribute_codec_.encode(self.query_attributes_)
         self.n_features_in_ = estimator.n_features_in_
 
     def save(self, path, *, include_embeddings=False):
@@ -397,20 +386,19 @@ default=None
 
     def _query_rows(self, frame):
         """Rows of ``prototypes_`` of the combinations in ``frame``."""
-        crocs = _crocs_step(self.estimator_)
-        codes = crocs._encode_attributes(frame)  # clear error for unknown values
-        values = [tuple(cats[code] for cats, code in zip(crocs.categories_, row)) for row in codes]
-        position = {tuple(row): i for i, row in enumerate(self.prototype_attributes_)}
-        missing = [v for v in values if v not in position]
-        if missing:
-            listed = "; ".join(str(tuple(map(_python_value, v))) for v in missing[:10])
+        codec = _crocs_step(self.estimator_).attribute_codec_
+        wanted = codec.encode(frame)  # clear error for unknown values
+        available = self._query_combinations
+        rows = np.minimum(np.searchsorted(available, wanted), len(available) - 1)
+        missing = wanted[available[rows] != wanted]
+        if len(missing):
             raise ValueError(
-                f"No training ECG has the attribute combination(s) {listed} of "
+                f"No training ECG has the attribute combination(s) {codec.format(missing)} of "
                 f"{self.attribute_names_}, so query='mean' (TP CROCS) has no prototype for "
                 "them. Use query='learned' (CP CROCS), which has a prototype for every "
                 "combination."
             )
-        return np.array([position[v] for v in values], dtype=np.intp)
+        return rows
 
     def kneighbors(self, queries=None, n_neighbors=None, return_distance=True):
         """Find the database ECGs nearest to each query.

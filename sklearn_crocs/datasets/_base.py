@@ -3,15 +3,12 @@
 Everything here is used by more than one loader; each helper lives here once.
 """
 
-import contextlib
 import math
 import os
 import shutil
 import sys
-import uuid
 import warnings
 from importlib import resources
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -214,28 +211,6 @@ def _load_descr(name):
 def _data_file(name):
     """Path (as a traversable) of a file in the package's ``data`` folder."""
     return resources.files("sklearn_crocs.datasets").joinpath("data", name)
-
-
-@contextlib.contextmanager
-def _atomic_path(path):
-    """Yield a temporary path next to ``path``; move it into place on success.
-
-    The temporary file lives in the same folder so that the final
-    :func:`os.replace` is atomic. On error the temporary file is removed and
-    ``path`` is left as it was.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A unique name (not mkstemp, whose 0600 mode would survive the rename):
-    # the caller creates the file, so it gets the usual umask-based mode.
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
 
 
 def _warn(message, category=UserWarning):

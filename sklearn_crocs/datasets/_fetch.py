@@ -37,7 +37,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ._base import _atomic_path, _ExclusionLog, get_data_home
+from .._utils import _atomic_path
+from ._base import _ExclusionLog, get_data_home
 from ._chapman import load_chapman
 from ._ptbxl import (
     _check_sampling_rate,

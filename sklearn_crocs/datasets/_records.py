@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._base import InvalidRecordError, _atomic_path
+from .._utils import _atomic_path
+from ._base import InvalidRecordError
 from ._preprocessing import resample_signals
 
 #: Bump when the meaning of cached arrays changes.

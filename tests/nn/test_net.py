@@ -9,7 +9,7 @@ from conftest import make_small_net
 from skorch.callbacks import Callback
 
 from sklearn_crocs.nn import ArrayDataset, CROCSNet
-from sklearn_crocs.nn._net import _BatchIterator, KeepBestState, _prefetch
+from sklearn_crocs.nn._net import KeepBestState, _BatchIterator, _prefetch
 
 
 def _dataset(n, leads=1, length=5):
