@@ -24,15 +24,14 @@ import pandas as pd
 from sklearn.metrics import ConfusionMatrixDisplay
 
 from sklearn_crocs import CROCSClusterer
-from sklearn_crocs.datasets import (
+from sklearn_crocs.datasets import load_ludb, patient_split
+from sklearn_crocs.metrics import attribute_ami_score, evaluate_prototypes
+from sklearn_crocs.preprocessing import (
     AgeGroupEncoder,
     leads_as_instances,
-    load_ludb,
     normalize_frames,
-    patient_split,
     resample_signals,
 )
-from sklearn_crocs.metrics import attribute_ami_score, evaluate_prototypes
 
 ludb = load_ludb()
 print(ludb.data.shape, f"{ludb.fs} Hz")

@@ -46,18 +46,20 @@ import numpy as np
 
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.datasets import (
-    AgeGroupEncoder,
     get_data_home,
-    leads_as_instances,
     load_chapman,
     load_ludb,
     load_ptbxl,
-    make_frames,
-    normalize_frames,
     patient_split,
-    resample_signals,
 )
 from sklearn_crocs.metrics import evaluate_prototypes
+from sklearn_crocs.preprocessing import (
+    AgeGroupEncoder,
+    leads_as_instances,
+    make_frames,
+    normalize_frames,
+    resample_signals,
+)
 
 RANDOM_STATE = 0
 

@@ -481,7 +481,7 @@ def _estimator_spec(estimator, tensors):
     from sklearn.pipeline import Pipeline
 
     from ._clusterer import CROCSClusterer
-    from .datasets import FrameNormalizer
+    from .preprocessing import FrameNormalizer
 
     if isinstance(estimator, CROCSClusterer):
         document, state = _clusterer_state(estimator, prefix="estimator.")
@@ -510,7 +510,7 @@ def _estimator_from_spec(spec, tensors, path, device, encoder):
     from sklearn.pipeline import Pipeline
 
     from ._clusterer import CROCSClusterer
-    from .datasets import FrameNormalizer
+    from .preprocessing import FrameNormalizer
 
     (kind, content), = spec.items()
     if kind == "CROCSClusterer":

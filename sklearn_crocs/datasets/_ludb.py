@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
 
+from ..preprocessing import AgeGroupEncoder, leads_as_instances, normalize_frames, resample_signals
 from ._base import _data_file, _load_descr, _parse_age, _parse_comments, _parse_sex
-from ._preprocessing import AgeGroupEncoder, leads_as_instances, normalize_frames, resample_signals
 from ._split import patient_split
 
 LUDB_FILENAME = "ludb.npz"
@@ -217,7 +217,8 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
         ``sex`` and ``age``; ``age`` is an ordered categorical of the group
         labels), ``groups_train`` and ``groups_test`` (patient ids),
         ``lead_train`` and ``lead_test`` (lead index of each instance),
-        ``age_encoder`` (the fitted :class:`AgeGroupEncoder`), ``fs`` and
+        ``age_encoder`` (the fitted
+        :class:`~sklearn_crocs.preprocessing.AgeGroupEncoder`), ``fs`` and
         ``lead_names``.
 
     Examples

@@ -90,8 +90,8 @@ def ptbxl_fold_split(folds, *, val_folds=(9,), test_folds=(10,)):
     ----------
     folds : array-like of shape (n_samples,)
         ``strat_fold`` of each record or frame (e.g. ``load_ptbxl().folds``,
-        repeated per frame by :func:`make_frames` when passed as groups-like
-        data).
+        repeated per frame by :func:`~sklearn_crocs.preprocessing.make_frames`
+        when passed as groups-like data).
     val_folds : sequence of int, default=(9,)
         Folds for validation; may be empty.
     test_folds : sequence of int, default=(10,)
