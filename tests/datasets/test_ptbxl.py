@@ -219,22 +219,6 @@ def test_cache_and_return_X_y(ptbxl_dir, tmp_path):
     assert len(list(tmp_path.glob("ptbxl500-*.npy"))) == 1
 
 
-def test_fold_split_helper():
-    folds = np.array([1, 2, 9, 10, 10, 3, 9])
-    train, val, test = ptbxl_fold_split(folds)
-    assert train.tolist() == [0, 1, 5]
-    assert val.tolist() == [2, 6]
-    assert test.tolist() == [3, 4]
-    _, val, _ = ptbxl_fold_split(folds, val_folds=[])
-    assert val.size == 0
-    with pytest.raises(ValueError, match=r"in both val_folds and test_folds"):
-        ptbxl_fold_split(folds, val_folds=[9, 10])
-    with pytest.raises(ValueError, match=r"folds \[7\] do not occur"):
-        ptbxl_fold_split(folds, test_folds=[7])
-    with pytest.raises(ValueError, match="no fold is left for training"):
-        ptbxl_fold_split([9, 10])
-
-
 # ---------------------------------------------------------------- fetch_ptbxl
 def _fetch(server, home, **kwargs):
     return fetch_ptbxl(data_home=home, base_url=server.url, delay=0, **kwargs)
