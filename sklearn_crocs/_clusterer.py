@@ -18,7 +18,6 @@ from sklearn.base import (
     _fit_context,
     clone,
 )
-from sklearn.model_selection import GroupShuffleSplit
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
@@ -483,8 +482,12 @@ class CROCSClusterer(
             augment=augment,
         )
 
-    def _split(self, n_samples, groups, seed):
-        """Train and validation indices, keeping each group on one side."""
+    def _split(self, n_samples, groups, seed, combination):
+        """Train and validation indices, keeping each group on one side.
+
+        The split is stratified by the class attribute, so that the
+        validation patients hold every class that has two patients or more.
+        """
         if self.validation_fraction is None:
             return np.arange(n_samples), None
         if groups is None:
@@ -505,10 +508,15 @@ class CROCSClusterer(
                 f"group among the {n_groups} group(s) in the data. Pass more data or "
                 "set validation_fraction=None to train without early stopping."
             )
-        splitter = GroupShuffleSplit(
-            n_splits=1, test_size=self.validation_fraction, random_state=seed
+        from .datasets import patient_split
+
+        train, _, valid = patient_split(
+            groups,
+            stratify=self._combinations[combination, self._class_index],
+            val_size=0.0,
+            test_size=self.validation_fraction,
+            random_state=seed,
         )
-        train, valid = next(splitter.split(np.empty(n_samples), groups=groups))
         if len(train) < 2:
             raise ValueError(
                 f"validation_fraction={self.validation_fraction} leaves {len(train)} "
@@ -541,7 +549,7 @@ class CROCSClusterer(
             seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
         else:
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
-        train, valid = self._split(n_samples, groups, seed)
+        train, valid = self._split(n_samples, groups, seed, combination)
         valid_dataset = None
         if valid is not None:
             valid_dataset = ArrayDataset(X[valid], combination[valid])

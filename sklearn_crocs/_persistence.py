@@ -472,7 +472,7 @@ def _estimator_spec(estimator, tensors):
     from sklearn.pipeline import Pipeline
 
     from ._clusterer import CROCSClusterer
-    from .datasets import FrameNormalizer
+    from .preprocessing import FrameNormalizer
 
     if isinstance(estimator, CROCSClusterer):
         document, state = _clusterer_state(estimator, prefix="estimator.")
@@ -501,7 +501,7 @@ def _estimator_from_spec(spec, tensors, path, device, encoder):
     from sklearn.pipeline import Pipeline
 
     from ._clusterer import CROCSClusterer
-    from .datasets import FrameNormalizer
+    from .preprocessing import FrameNormalizer
 
     (kind, content), = spec.items()
     if kind == "CROCSClusterer":

@@ -212,7 +212,7 @@ default=None
         The estimator is saved as by :meth:`CROCSClusterer.save`, with its
         wrapping (:class:`~sklearn.frozen.FrozenEstimator`, a
         :class:`~sklearn.pipeline.Pipeline` of
-        :class:`~sklearn_crocs.datasets.FrameNormalizer` steps ending in the
+        :class:`~sklearn_crocs.preprocessing.FrameNormalizer` steps ending in the
         clusterer). The database embeddings are written only when asked:
         they describe the indexed ECGs, which may be patient data.
 

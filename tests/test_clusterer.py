@@ -330,6 +330,18 @@ def test_validation_split_keeps_patients_together(synthetic, monkeypatch):
         assert len(set(in_valid[groups == patient])) == 1
 
 
+def test_validation_split_is_stratified_by_the_class_attribute(synthetic, monkeypatch):
+    X, y, groups = synthetic
+    # A class of two patients has one on each side, whatever the seed.
+    y = y.assign(rhythm=np.where(np.isin(groups, [0, 1]), "GSVT", y["rhythm"]))
+    for seed in range(4):
+        model = _model(validation_fraction=0.25, max_epochs=1, random_state=seed)
+        in_valid = np.isin(np.arange(len(X)), _fit_recording_split(model, X, y, groups, monkeypatch))
+        assert len(np.unique(groups[in_valid])) == 6  # a quarter of the 24 patients
+        for side in (in_valid, ~in_valid):
+            assert set(y["rhythm"][side]) == {"AFIB", "GSVT", "SB", "SR"}
+
+
 def test_verbose_prints_progress_and_zero_is_silent(synthetic, capsys):
     X, y, groups = synthetic
     _model(max_epochs=2).fit(X, y)

@@ -27,8 +27,8 @@ from torch import nn
 
 from sklearn_crocs import CROCSClusterer, InvalidModelFileError, PrototypeRetriever
 from sklearn_crocs._persistence import FORMAT_VERSION
-from sklearn_crocs.datasets import FrameNormalizer
 from sklearn_crocs.nn import CNNEncoder
+from sklearn_crocs.preprocessing import FrameNormalizer
 
 CONFIGS = list(_fast_estimators())
 CONFIG_IDS = ["cnn-soft-learned", "cnn-hard-mean-early-stopping", "resnet"]

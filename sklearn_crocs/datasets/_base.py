@@ -12,6 +12,7 @@ from importlib import resources
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 #: The twelve standard ECG leads in their conventional order and public spelling.
 STANDARD_LEADS = (
@@ -222,6 +223,11 @@ def _warn(message, category=UserWarning):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def progress(iterable, *, verbose, desc, total=None, unit="record"):
+    """``iterable``, with a tqdm progress bar on stderr when ``verbose`` is truthy."""
+    return tqdm(iterable, desc=desc, total=total, unit=unit, disable=not verbose, file=sys.stderr)
 
 
 class _ExclusionLog:
