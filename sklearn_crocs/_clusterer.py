@@ -144,7 +144,8 @@ class CROCSClusterer(
     validation_fraction : float or None, default=None
         ``None`` trains for ``max_epochs`` epochs on all the data. A float is
         the fraction of the training groups (patients) held out for early
-        stopping: training stops when the contrastive (NCE) loss of these
+        stopping, drawn stratified by the class attribute (every class with
+        enough patients on both sides): training stops when the contrastive (NCE) loss of these
         patients has not improved by a relative ``1e-4`` for
         ``n_iter_no_change`` epochs, and the encoder and prototypes of the
         best epoch are kept. (The regulariser depends on the prototypes only,
@@ -622,7 +623,7 @@ class CROCSClusterer(
             DataFrame name the attributes.
         groups : array-like of shape (n_samples,), default=None
             Patient of each ECG. The internal validation split keeps all ECGs
-            of a patient on the same side.
+            of a patient on the same side, stratified by the class attribute.
 
         Returns
         -------
