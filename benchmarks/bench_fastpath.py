@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from _utils import machine_summary, print_table
+from _utils import machine_summary, print_table, write_csv
 
 SIZES = {  # the paper's CNN on single-lead frames; the default ResNet on PTB-XL's 12 x 1000
     "cnn": {"n": 10240, "leads": 1, "length": 2500, "epochs": 4, "batch_size": 256},
@@ -72,7 +72,9 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--csv", help="also append every table to this CSV file")
     args = parser.parse_args(argv)
+    write_csv(args.csv)
     if args.child:
         encoder, params = json.loads(args.child)
         print(json.dumps(child(encoder, params, args.quick)))

@@ -43,6 +43,7 @@ from _utils import (
     rss_mb,
     run_rounds,
     summary,
+    write_csv,
 )
 
 N_QUERIES, DIM, K = 40, 128, 10
@@ -130,7 +131,9 @@ def _load():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to 10^5, 2 rounds")
+    parser.add_argument("--csv", help="also append every table to this CSV file")
     args = parser.parse_args(argv)
+    write_csv(args.csv)
     sizes = (
         [10_000, 50_000, 100_000] if args.quick else [10_000, 100_000, 250_000, 500_000, 1_000_000]
     )

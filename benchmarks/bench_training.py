@@ -62,6 +62,7 @@ from _utils import (
     reset_peak_memory,
     run_rounds,
     synchronize,
+    write_csv,
 )
 
 COMBINATIONS = np.array(list(itertools.product(range(4), range(2), range(4))))  # M = 32
@@ -305,7 +306,9 @@ def main(argv=None):
     parser.add_argument(
         "--compile", action="store_true", help="also time torch.compile'd plain layers"
     )
+    parser.add_argument("--csv", help="also append every table to this CSV file")
     args = parser.parse_args(argv)
+    write_csv(args.csv)
     device = args.device
     gpu = torch.device(device).type == "cuda"
     print(f"Machine: {machine_summary(device)}")

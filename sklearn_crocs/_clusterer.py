@@ -513,7 +513,7 @@ class CROCSClusterer(
 
         train, _, valid = patient_split(
             groups,
-            stratify=self._combinations[combination, self._class_index],
+            stratify=self.attribute_codec_.combinations[combination, self._class_index],
             val_size=0.0,
             test_size=self.validation_fraction,
             random_state=seed,
