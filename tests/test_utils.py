@@ -15,7 +15,7 @@ from sklearn_crocs._utils import (
     _nearest,
     _python_value,
 )
-from sklearn_crocs.datasets import FrameNormalizer
+from sklearn_crocs.preprocessing import FrameNormalizer
 
 
 def test_python_value():
