@@ -178,8 +178,25 @@ def fmt_ms(stats):
     return f"{1e3 * stats['median']:,.1f} [{1e3 * stats['q1']:,.1f}-{1e3 * stats['q3']:,.1f}]"
 
 
+# Where print_table also appends its rows (title first), if set: see write_csv.
+_csv_path = None
+
+
+def write_csv(path):
+    """Have :func:`print_table` also append every table to the CSV file ``path``."""
+    global _csv_path
+    _csv_path = path
+
+
 def print_table(title, header, rows):
-    """Print a plain-text table with right-aligned columns."""
+    """Print a plain-text table with right-aligned columns (and append it to the CSV file)."""
+    if _csv_path is not None:
+        import csv
+
+        with open(_csv_path, "a", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["table", *header])
+            writer.writerows([title, *row] for row in rows)
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
     print(f"\n{title}")
     line = "  ".join(str(h).rjust(w) for h, w in zip(header, widths))

@@ -9,10 +9,12 @@ Cases, each measured in its own process on the same random data:
   ``DataLoader(TensorDataset(X, y), batch_size, shuffle=True)`` and Adam;
 - *plain loop, same model*: the package's encoder and ``CROCSLoss`` driven by a
   hand-written loop over contiguous batch slices (no estimator, no skorch),
-  with the estimator's optimizer (fused Adam where torch supports it) and
-  freed memory kept mapped between steps as ``CROCSNet.fit_loop`` keeps it
-  (``retain_heap="auto"``: on CPU, on Linux with glibc), to isolate what the
-  estimator itself costs;
+  with the estimator's optimizer (fused Adam where torch supports it), to
+  isolate what the estimator itself costs;
+- with ``--compile``, *plain loop, torch.compile*: the same loop with the
+  encoder's plain layers (``fast_path=False``) compiled by ``torch.compile``
+  (the first, untimed call of each process compiles), the alternative to the
+  encoders' hand-written fast path;
 - ``CROCSClusterer.fit`` (no validation split) and ``transform``.
 
 Embedding compares ``transform`` with the reference layers' forward pass in
@@ -60,6 +62,7 @@ from _utils import (
     reset_peak_memory,
     run_rounds,
     synchronize,
+    write_csv,
 )
 
 COMBINATIONS = np.array(list(itertools.product(range(4), range(2), range(4))))  # M = 32
@@ -125,7 +128,9 @@ class PlainCROCSLoss(nn.Module):
         return nce + reg
 
 
-def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="cpu"):
+def train_plain(
+    config, n, epochs, repeats, same_model, batch_size=256, device="cpu", compile=False
+):
     """Frames/s of a hand-written training loop."""
     X, _, codes = _data(n, config["leads"], config["length"])
     torch.manual_seed(0)
@@ -133,7 +138,9 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
         from sklearn_crocs.nn import CNNEncoder, CROCSLoss, ResNet1dEncoder
 
         encoder_cls = CNNEncoder if config["encoder"] == "cnn" else ResNet1dEncoder
-        model = encoder_cls(config["leads"], config["length"], config["embedding_dim"])
+        model = encoder_cls(
+            config["leads"], config["length"], config["embedding_dim"], fast_path=not compile
+        )
         criterion = CROCSLoss(COMBINATIONS, config["embedding_dim"])
         X_t, y_t = torch.from_numpy(X), torch.from_numpy(codes)
 
@@ -155,9 +162,6 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
             for xb, yb in loader:
                 yield xb.to(device), yb.to(device)
 
-    from sklearn_crocs.nn._heap import retained_heap
-    from sklearn_crocs.nn._net import _heap_retention_helps
-
     model.to(device)
     criterion.to(device)
     from sklearn_crocs._clusterer import _fused_adam_supported
@@ -166,6 +170,8 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
     options = {"fused": _fused_adam_supported(device)} if same_model else {}
     optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4, **options)
     model.train()
+    if compile:
+        model = torch.compile(model)
 
     def steps():
         for _ in range(epochs):
@@ -176,11 +182,7 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
                 optimizer.step()
 
     def run():
-        if same_model and _heap_retention_helps(device):
-            with retained_heap():
-                steps()
-        else:
-            steps()
+        steps()
         synchronize(device)
 
     reset_peak_memory(device)
@@ -301,7 +303,12 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
     parser.add_argument("--only", choices=sorted(CONFIGS), help="run one encoder only")
     parser.add_argument("--device", default="cpu", help='torch device, e.g. "cuda" (default: cpu)')
+    parser.add_argument(
+        "--compile", action="store_true", help="also time torch.compile'd plain layers"
+    )
+    parser.add_argument("--csv", help="also append every table to this CSV file")
     args = parser.parse_args(argv)
+    write_csv(args.csv)
     device = args.device
     gpu = torch.device(device).type == "cuda"
     print(f"Machine: {machine_summary(device)}")
@@ -326,15 +333,15 @@ def main(argv=None):
         peak = matmul_gflops(4096 if gpu else 2048, device=device)
         train_flops, forward_flops = flops_per_frame(config, True), flops_per_frame(config, False)
         common = {"config": config, "n": n, "device": device}
-        ref, same, est = run_rounds(
-            "bench_training",
-            [
-                ("train_plain", dict(common, epochs=epochs, same_model=False)),
-                ("train_plain", dict(common, epochs=epochs, same_model=True)),
-                ("train_estimator", dict(common, epochs=epochs)),
-            ],
-            repeats,
-        )
+        cases = [
+            ("train_plain", dict(common, epochs=epochs, same_model=False)),
+            ("train_plain", dict(common, epochs=epochs, same_model=True)),
+            ("train_estimator", dict(common, epochs=epochs)),
+        ]
+        if args.compile:
+            compiled = dict(common, epochs=epochs, same_model=True, compile=True)
+            cases.append(("train_plain", compiled))
+        ref, same, est, *compiled = run_rounds("bench_training", cases, repeats)
         header = [
             "case",
             "frames/s median [IQR]",
@@ -352,6 +359,7 @@ def main(argv=None):
                 train_row("plain loop, same model, sliced batches", same, ref),
                 train_row("CROCSClusterer.fit (whole fit)", est, ref),
                 train_row("CROCSClusterer.fit (training epochs)", est, ref, key="epoch_rate"),
+                *(train_row("plain loop, torch.compile'd plain layers", c, ref) for c in compiled),
             ],
         )
         print(

@@ -24,15 +24,14 @@ import pandas as pd
 from sklearn.metrics import ConfusionMatrixDisplay
 
 from sklearn_crocs import CROCSClusterer
-from sklearn_crocs.datasets import (
+from sklearn_crocs.datasets import load_ludb, patient_split
+from sklearn_crocs.metrics import attribute_ami_score, evaluate_prototypes
+from sklearn_crocs.preprocessing import (
     AgeGroupEncoder,
     leads_as_instances,
-    load_ludb,
     normalize_frames,
-    patient_split,
     resample_signals,
 )
-from sklearn_crocs.metrics import attribute_ami_score, evaluate_prototypes
 
 ludb = load_ludb()
 print(ludb.data.shape, f"{ludb.fs} Hz")
@@ -40,11 +39,14 @@ print(ludb.attributes.head())
 
 # %%
 # The split is by patient (here one record per patient): 80 % of the patients
-# for training, 20 % for testing. Age quartiles are learned on the training
-# patients only and applied to everyone; a categorical column keeps them in
-# age order.
+# for training, 20 % for testing, stratified by rhythm so that the test
+# patients hold every rhythm group (only three patients are in GSVT). Age
+# quartiles are learned on the training patients only and applied to
+# everyone; a categorical column keeps them in age order.
 signals = resample_signals(ludb.data, ludb.fs, 250)
-train, _, test = patient_split(ludb.groups, val_size=0.0, test_size=0.2, random_state=0)
+train, _, test = patient_split(
+    ludb.groups, stratify=ludb.attributes["rhythm"], val_size=0.0, test_size=0.2, random_state=0
+)
 ages = AgeGroupEncoder(n_groups=4).fit(ludb.attributes[["age"]].iloc[train])
 attributes = pd.DataFrame(
     {

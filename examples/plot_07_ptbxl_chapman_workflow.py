@@ -17,8 +17,8 @@ databases that users download themselves:
   x sex x age quartile; a ResNet18-style encoder, E = 256, batch 128,
   learning rate 1e-5.
 
-Both are split 60:20:20 at the *patient* level, and age quartiles are learned
-on the training patients only.
+Both are split 60:20:20 at the *patient* level, stratified by class, and age
+quartiles are learned on the training patients only.
 
 To run the full pipelines on your copies, point these environment variables
 at them before running this script::
@@ -46,18 +46,20 @@ import numpy as np
 
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.datasets import (
-    AgeGroupEncoder,
     get_data_home,
-    leads_as_instances,
     load_chapman,
     load_ludb,
     load_ptbxl,
-    make_frames,
-    normalize_frames,
     patient_split,
-    resample_signals,
 )
 from sklearn_crocs.metrics import evaluate_prototypes
+from sklearn_crocs.preprocessing import (
+    AgeGroupEncoder,
+    leads_as_instances,
+    make_frames,
+    normalize_frames,
+    resample_signals,
+)
 
 RANDOM_STATE = 0
 
@@ -65,7 +67,8 @@ RANDOM_STATE = 0
 # Shared steps
 # ------------
 # Records with an unknown age cannot be given an age group; they are left out
-# (and counted) before splitting. Age quartiles are fitted on the training
+# (and counted) before splitting. The patient split is stratified by the
+# class, the first attribute column. Age quartiles are fitted on the training
 # patients and applied to everyone. The report gives, per attribute, the
 # accuracy and the adjusted mutual information (AMI) of the attributes of the
 # nearest prototype, as in the paper's Table 1.
@@ -112,7 +115,9 @@ def chapman_pipeline(bunch, **model_params):
     frames, attributes, groups = make_frames(
         data, frame_length=2500, attributes=attributes, groups=groups
     )
-    train, val, test = patient_split(groups, random_state=RANDOM_STATE)
+    train, val, test = patient_split(
+        groups, stratify=attributes.iloc[:, 0], random_state=RANDOM_STATE
+    )
     attributes, age_labels = with_age_groups(attributes, train)
     print(f"  age groups (training quartiles): {age_labels}")
 
@@ -146,7 +151,9 @@ def ptbxl_pipeline(bunch, **model_params):
         data, frame_length=2500, attributes=attributes, groups=groups
     )
     frames = normalize_frames(frames, method="zscore")
-    train, val, test = patient_split(groups, random_state=RANDOM_STATE)
+    train, val, test = patient_split(
+        groups, stratify=attributes.iloc[:, 0], random_state=RANDOM_STATE
+    )
     attributes, age_labels = with_age_groups(attributes, train)
     print(f"  age groups (training quartiles): {age_labels}")
     model = CROCSClusterer(encoder="resnet", random_state=RANDOM_STATE, **model_params).fit(

@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 import wfdb
 
+from sklearn_crocs._utils import _atomic_path
 from sklearn_crocs.datasets._base import (
     STANDARD_LEADS,
-    _atomic_path,
     _parse_age,
     _parse_sex,
     canonical_lead_name,

@@ -1,11 +1,12 @@
 """CROCSClusterer: clinical prototypes learned with a skorch-wrapped encoder."""
 
 import math
+import re
+import sys
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from sklearn import get_config
@@ -15,9 +16,8 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
     _fit_context,
+    clone,
 )
-from sklearn.model_selection import GroupShuffleSplit
-from sklearn.preprocessing import OrdinalEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
@@ -25,11 +25,12 @@ from skorch.callbacks import EarlyStopping, PassthroughScoring
 from skorch.helper import predefined_split
 from torch import nn
 
-from ._attributes import as_attribute_frame
+from ._attributes import AttributeCodec
 from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
+from ._utils import _device_problem, _nearest
 from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, RandomWindow, ResNet1dEncoder
-from .nn._net import _KeepBestState
+from .nn._net import KeepBestState
 
 __all__ = ["CROCSClusterer"]
 
@@ -40,9 +41,8 @@ _ENCODERS = {"cnn": CNNEncoder, "resnet": ResNet1dEncoder}
 # needs extra memory independent of its size.
 _CHUNK_BYTES = 64 * 2**20
 
-# Above this many attribute combinations the M x M weight table alone takes
-# 800 MB; such a count almost always means an attribute was not discretised.
-_MAX_PROTOTYPES = 10_000
+# The colour codes that skorch's PrintLog puts around each column's best value.
+_ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _fused_adam_supported(device):
@@ -56,45 +56,6 @@ def _fused_adam_supported(device):
     except Exception:  # older torch, or a device that is not available here
         return False
     return True
-
-
-def _python_value(value):
-    """A numpy scalar as the Python scalar it holds, for readable messages."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _device_problem(device):
-    """Why torch cannot use ``device`` here, or None if it can."""
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        return f"it is not a torch device ({exc})"
-    if device.type == "cpu":
-        return None
-    backend = torch.backends.mps if device.type == "mps" else getattr(torch, device.type, None)
-    is_available = getattr(backend, "is_available", None)
-    if is_available is None or not is_available():
-        return (
-            f"torch.{device.type}.is_available() is False: this PyTorch build or this "
-            f"machine has no {device.type} device"
-        )
-    count = getattr(backend, "device_count", None)
-    if device.index is not None and count is not None and device.index >= count():
-        return f"only {count()} {device.type} device(s) are visible"
-    return None
-
-
-def _nearest(embeddings, prototypes, counts):
-    """Index of the most similar prototype (cosine; both sides are unit vectors).
-
-    An all-zero embedding (an encoder that ends in a ReLU can output one) is
-    equally near every prototype; it gets the prototype with the most
-    training ECGs (``counts``), the best guess without evidence, rather than
-    whichever comes first.
-    """
-    nearest = np.argmax(embeddings @ prototypes.T, axis=1)
-    nearest[~embeddings.any(axis=1)] = np.argmax(counts)
-    return nearest
 
 
 class CROCSClusterer(
@@ -183,7 +144,8 @@ class CROCSClusterer(
     validation_fraction : float or None, default=None
         ``None`` trains for ``max_epochs`` epochs on all the data. A float is
         the fraction of the training groups (patients) held out for early
-        stopping: training stops when the contrastive (NCE) loss of these
+        stopping, drawn stratified by the class attribute (every class with
+        enough patients on both sides): training stops when the contrastive (NCE) loss of these
         patients has not improved by a relative ``1e-4`` for
         ``n_iter_no_change`` epochs, and the encoder and prototypes of the
         best epoch are kept. (The regulariser depends on the prototypes only,
@@ -200,7 +162,19 @@ class CROCSClusterer(
         operating system. The global numpy and torch random states are
         neither used nor changed.
     verbose : int, default=0
-        ``0`` is silent; ``1`` prints one line per epoch (losses and time).
+        ``0`` is silent; ``1`` prints one line per epoch (losses and time),
+        with each column's best value in colour when standard output is a
+        terminal.
+    callbacks : list of skorch callbacks or (name, callback) tuples, default=None
+        Extra :mod:`skorch.callbacks` for training, run after the clusterer's
+        own (loss parts, early stopping, restoring the best epoch), for
+        example ``LRScheduler``, ``ProgressBar`` or ``Checkpoint``. Each fit
+        runs clones of them, so those passed here are left unchanged; the
+        fitted ones are in ``net_.callbacks_``. Names given in tuples must
+        differ from the clusterer's own (``"train_nce"``, ``"train_reg"``,
+        ``"valid_nce"``, ``"valid_reg"``, ``"early_stopping"``,
+        ``"keep_best"``) and skorch's defaults. :meth:`save` does not store
+        them: a loaded model has ``callbacks=None``.
     memory_budget : "auto", int or None, default="auto"
         Bytes of memory a fit may need. Before allocating anything, ``fit``
         estimates its peak memory (the M x M weight tables of the M attribute
@@ -227,6 +201,10 @@ class CROCSClusterer(
         Values of each attribute seen in ``fit``: sorted, or in the declared
         order for a pandas categorical column. Prototypes enumerate the
         combinations in this order.
+    attribute_codec_ : AttributeCodec
+        The attributes as ``fit`` saw them in ``y`` (names, categories,
+        dtypes, layout), which reads, encodes and decodes attribute values
+        for this model, :class:`PrototypeRetriever` and the metrics.
     labels_ : ndarray of shape (n_samples,)
         Row of ``prototypes_`` nearest to each training ECG.
     n_features_in_ : int
@@ -309,6 +287,7 @@ class CROCSClusterer(
         "device": [str, torch.device],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "callbacks": [list, None],
         "memory_budget": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
     }
 
@@ -334,6 +313,7 @@ class CROCSClusterer(
         device="cpu",
         random_state=None,
         verbose=0,
+        callbacks=None,
         memory_budget="auto",
     ):
         self.encoder = encoder
@@ -356,6 +336,7 @@ class CROCSClusterer(
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.callbacks = callbacks
         self.memory_budget = memory_budget
 
     # ------------------------------------------------------------------ input
@@ -396,139 +377,33 @@ class CROCSClusterer(
             self._fit_ndim = ndim
         return X.reshape(X.shape[0], *self.input_shape_)
 
-    def _attribute_frame(self, y, n_samples, *, reset):
-        """Return y as a DataFrame with one column per attribute."""
-        if y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y "
-                "is None. Pass the attributes of each ECG: an array of shape "
-                "(n_samples,) or (n_samples, n_attributes), or a DataFrame."
-            )
-        if isinstance(y, (list, tuple)):
-            y = np.asarray(y, dtype=object)  # keep mixed-type rows' values as they are
-        elif not isinstance(y, (pd.DataFrame, pd.Series)):
-            y = np.asarray(y)
-        kind = "frame" if isinstance(y, pd.DataFrame) else "1d" if y.ndim == 1 else "2d"
-        names = None
-        if not reset and kind != "frame" and y.ndim in (1, 2):
-            if (1 if y.ndim == 1 else y.shape[1]) == len(self.attribute_names_):
-                names = self.attribute_names_
-        frame = as_attribute_frame(y, names)
-        if len(frame) != n_samples:
-            check_consistent_length(np.empty(n_samples), frame)
-        missing = frame.isna().sum()
-        if missing.any():
-            bad = ", ".join(f"{k!r} ({v})" for k, v in missing[missing > 0].items())
-            raise ValueError(
-                f"y contains missing values (NaN or None) in attribute(s) {bad}. "
-                "Remove those ECGs or fill in the attributes."
-            )
-        if not reset:
-            if list(frame.columns) != self.attribute_names_:
-                raise ValueError(
-                    f"y has attributes {list(frame.columns)}, but "
-                    f"{type(self).__name__} was fitted on {self.attribute_names_}."
-                )
-        return frame, kind
-
-    def _encode_attributes(self, frame):
-        """Integer codes of shape (n_samples, n_attributes) for a fitted model."""
-        try:
-            return self._attribute_encoder.transform(frame).astype(np.int64)
-        except ValueError as exc:
-            for name, cats in zip(self.attribute_names_, self.categories_):
-                unknown = sorted(set(frame[name]) - set(cats), key=str)
-                if unknown:
-                    raise ValueError(
-                        f"Attribute {name!r} has values {[_python_value(v) for v in unknown]} "
-                        "that were not seen in fit; known values: "
-                        f"{[_python_value(v) for v in cats]}."
-                    ) from exc
-            raise
-
     def _fit_attributes(self, y, n_samples):
-        """Learn the attribute categories; return each sample's combination index."""
-        frame, self._y_kind = self._attribute_frame(y, n_samples, reset=True)
-        self.attribute_names_ = list(frame.columns)
-        self._attribute_dtypes = list(frame.dtypes)
-        encoder = OrdinalEncoder(dtype=np.int64)
-        try:
-            encoder.fit(frame)
-        except TypeError as exc:
-            raise TypeError(
-                "Each attribute in y must hold values of one type (all strings or "
-                f"all numbers): {exc}"
-            ) from exc
-        # Values are sorted, except in pandas categorical columns, whose declared
-        # order (e.g. age groups from young to old) is kept.
-        categories = [
-            np.asarray([c for c in frame[name].cat.categories if c in set(observed)], dtype=object)
-            if isinstance(frame[name].dtype, pd.CategoricalDtype)
-            else observed
-            for name, observed in zip(frame.columns, encoder.categories_)
-        ]
-        encoder = OrdinalEncoder(categories=categories, dtype=np.int64).fit(frame)
-        codes = encoder.transform(frame).astype(np.int64)
-        self._attribute_encoder = encoder
-        self.categories_ = list(encoder.categories_)
-        for name, cats in zip(self.attribute_names_, self.categories_):
-            if len(cats) < 2:
-                raise ValueError(
-                    f"Attribute {name!r} takes the single value {_python_value(cats[0])!r} in y; "
-                    "CROCS needs at least two values per attribute. Drop that "
-                    "attribute from y."
-                )
+        """Learn the attributes of y; return each sample's combination number."""
+        codec = self.attribute_codec_ = AttributeCodec.fit(y, n_samples)
+        names = codec.names
         if isinstance(self.class_attribute, str):
-            if self.class_attribute not in self.attribute_names_:
+            if self.class_attribute not in names:
                 raise ValueError(
                     f"class_attribute={self.class_attribute!r} is not an attribute "
-                    f"of y; attributes: {self.attribute_names_}."
+                    f"of y; attributes: {names}."
                 )
-            self._class_index = self.attribute_names_.index(self.class_attribute)
+            self._class_index = names.index(self.class_attribute)
         else:
-            if self.class_attribute >= len(self.attribute_names_):
+            if self.class_attribute >= len(names):
                 raise ValueError(
                     f"class_attribute={self.class_attribute} but y has only "
-                    f"{len(self.attribute_names_)} attribute(s)."
+                    f"{len(names)} attribute(s)."
                 )
             self._class_index = int(self.class_attribute)
+        return codec.encode(y)
 
-        dims = tuple(len(c) for c in self.categories_)
-        n_prototypes = math.prod(dims)
-        if n_prototypes > _MAX_PROTOTYPES:
-            raise ValueError(
-                f"y has {n_prototypes} attribute combinations ({' x '.join(map(str, dims))}"
-                f" values for {self.attribute_names_}), more than {_MAX_PROTOTYPES}. "
-                "Bin continuous attributes such as age into a few groups first."
-            )
-        self._combinations = np.indices(dims).reshape(len(dims), -1).T
-        self._all_prototype_attributes = self._decode(self._combinations)
-        return np.ravel_multi_index(codes.T, dims)
+    @property
+    def attribute_names_(self):
+        return self.attribute_codec_.names
 
-    def _decode(self, codes):
-        """Attribute values (n, n_attributes) for integer codes (n, n_attributes)."""
-        columns = [cats[codes[:, i]] for i, cats in enumerate(self.categories_)]
-        dtypes = {c.dtype for c in columns}
-        dtype = dtypes.pop() if len(dtypes) == 1 else object
-        out = np.empty((len(codes), len(columns)), dtype=dtype)
-        for i, column in enumerate(columns):
-            out[:, i] = column
-        return out
-
-    def _format_attributes(self, values):
-        """Return attribute values (n, n_attributes) in the layout y was given in."""
-        if self._y_kind == "1d":
-            return values[:, 0]
-        if self._y_kind == "frame":
-            return pd.DataFrame(
-                {
-                    name: pd.Series(values[:, i]).astype(dtype)
-                    for i, (name, dtype) in enumerate(
-                        zip(self.attribute_names_, self._attribute_dtypes)
-                    )
-                }
-            )
-        return values
+    @property
+    def categories_(self):
+        return self.attribute_codec_.categories
 
     # ---------------------------------------------------------------- fitting
     def _build_net(self, n_leads, n_timepoints, seed, valid_dataset):
@@ -554,6 +429,7 @@ class CROCSClusterer(
         augment = None
         if crop < 1 or self.amplitude_jitter > 0:
             augment = RandomWindow(crop=crop, amplitude_jitter=self.amplitude_jitter)
+        sink = _print if self.verbose else _silent
         callbacks = [
             ("train_nce", PassthroughScoring("train_nce", on_train=True)),
             ("train_reg", PassthroughScoring("train_reg", on_train=True)),
@@ -569,11 +445,13 @@ class CROCSClusterer(
                         patience=self.n_iter_no_change,
                         threshold=1e-4,
                         threshold_mode="rel",
-                        sink=print if self.verbose else _silent,
+                        sink=sink,
                     ),
                 ),
-                ("keep_best", _KeepBestState(monitor="valid_nce")),
+                ("keep_best", KeepBestState(monitor="valid_nce")),
             ]
+        # Clones: a fit must not change the parameters (nor one fit the next).
+        callbacks += [clone(callback, safe=False) for callback in self.callbacks or []]
         return CROCSNet(
             module=encoder,
             module__in_channels=n_leads,
@@ -581,7 +459,7 @@ class CROCSClusterer(
             module__embedding_dim=self.embedding_dim,
             **encoder_params,
             criterion=CROCSLoss,
-            criterion__combinations=self._combinations,
+            criterion__combinations=self.attribute_codec_.combinations,
             criterion__embedding_dim=self.embedding_dim,
             criterion__class_attribute=self._class_index,
             criterion__tau_s=self.tau_s,
@@ -598,14 +476,19 @@ class CROCSClusterer(
             dataset=ArrayDataset,
             train_split=None if valid_dataset is None else predefined_split(valid_dataset),
             callbacks=callbacks,
+            callbacks__print_log__sink=sink,
             device=self.device,
             verbose=self.verbose,
             shuffle_seed=seed,
             augment=augment,
         )
 
-    def _split(self, n_samples, groups, seed):
-        """Train and validation indices, keeping each group on one side."""
+    def _split(self, n_samples, groups, seed, combination):
+        """Train and validation indices, keeping each group on one side.
+
+        The split is stratified by the class attribute, so that the
+        validation patients hold every class that has two patients or more.
+        """
         if self.validation_fraction is None:
             return np.arange(n_samples), None
         if groups is None:
@@ -626,10 +509,15 @@ class CROCSClusterer(
                 f"group among the {n_groups} group(s) in the data. Pass more data or "
                 "set validation_fraction=None to train without early stopping."
             )
-        splitter = GroupShuffleSplit(
-            n_splits=1, test_size=self.validation_fraction, random_state=seed
+        from .datasets import patient_split
+
+        train, _, valid = patient_split(
+            groups,
+            stratify=self.attribute_codec_.combinations[combination, self._class_index],
+            val_size=0.0,
+            test_size=self.validation_fraction,
+            random_state=seed,
         )
-        train, valid = next(splitter.split(np.empty(n_samples), groups=groups))
         if len(train) < 2:
             raise ValueError(
                 f"validation_fraction={self.validation_fraction} leaves {len(train)} "
@@ -653,7 +541,7 @@ class CROCSClusterer(
         size = activation_size(
             encoder, *self.input_shape_, self.embedding_dim, self.encoder_params or {}
         )
-        check_fit_memory(self, tuple(len(c) for c in self.categories_), size)
+        check_fit_memory(self, self.attribute_codec_.shape, size)
         if groups is not None:
             groups = np.asarray(groups)
             check_consistent_length(X, groups)
@@ -662,7 +550,7 @@ class CROCSClusterer(
             seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
         else:
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
-        train, valid = self._split(n_samples, groups, seed)
+        train, valid = self._split(n_samples, groups, seed, combination)
         valid_dataset = None
         if valid is not None:
             valid_dataset = ArrayDataset(X[valid], combination[valid])
@@ -685,7 +573,7 @@ class CROCSClusterer(
         embeddings = self._embed(X)
         learned = F.normalize(net.criterion_.prototypes.detach().float(), dim=1)
         self._learned_prototypes = learned.cpu().numpy()
-        counts = np.bincount(combination, minlength=len(self._combinations))
+        counts = np.bincount(combination, minlength=len(self.attribute_codec_.combinations))
         sums = torch.zeros(len(counts), embeddings.shape[1]).index_add_(
             0, torch.from_numpy(combination), torch.from_numpy(embeddings)
         )
@@ -696,14 +584,12 @@ class CROCSClusterer(
         check_training(net.history, embeddings, X)
         self._select_prototypes()
         if self.prototypes == "mean" and (counts == 0).any():
-            missing = self._all_prototype_attributes[counts == 0]
-            listed = "; ".join(str(tuple(map(_python_value, row))) for row in missing[:10])
-            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            missing = np.flatnonzero(counts == 0)
             warnings.warn(
                 f"{len(missing)} of {len(counts)} attribute combinations of "
                 f"{self.attribute_names_} have no training ECG, so prototypes='mean' "
-                f"(TP CROCS) has no prototype for them: {listed}{more}. They are "
-                "left out of prototypes_; prototypes='learned' covers them.",
+                f"(TP CROCS) has no prototype for them: {self.attribute_codec_.format(missing)}."
+                " They are left out of prototypes_; prototypes='learned' covers them.",
                 UserWarning,
                 stacklevel=3,
             )
@@ -719,9 +605,9 @@ class CROCSClusterer(
         else:
             used = np.ones(len(counts), dtype=bool)
             self.prototypes_ = self._learned_prototypes
-        self.prototype_attributes_ = self._all_prototype_attributes[used]
+        self.prototype_attributes_ = self.attribute_codec_.values[used]
         self.prototype_counts_ = counts[used]
-        self._prototype_codes = self._combinations[used]
+        self._prototype_combinations = np.flatnonzero(used)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None):
@@ -737,7 +623,7 @@ class CROCSClusterer(
             DataFrame name the attributes.
         groups : array-like of shape (n_samples,), default=None
             Patient of each ECG. The internal validation split keeps all ECGs
-            of a patient on the same side.
+            of a patient on the same side, stratified by the class attribute.
 
         Returns
         -------
@@ -785,7 +671,7 @@ class CROCSClusterer(
             Same as ``fit(X, y).predict(X)``.
         """
         self.fit(X, y, groups)
-        return self._format_attributes(self.prototype_attributes_[self.labels_])
+        return self.attribute_codec_.decode(self._prototype_combinations[self.labels_])
 
     # -------------------------------------------------------------- inference
     def _embed(self, X, *, check_finite=False):
@@ -860,10 +746,10 @@ class CROCSClusterer(
         check_is_fitted(self, "net_")
         kind = self.prototypes if kind is None else kind
         if kind == "learned":
-            return self._learned_prototypes, self._all_prototype_attributes
+            return self._learned_prototypes, self.attribute_codec_.values
         if kind == "mean":
             seen = self._prototype_counts > 0
-            return self._mean_prototypes[seen], self._all_prototype_attributes[seen]
+            return self._mean_prototypes[seen], self.attribute_codec_.values[seen]
         raise ValueError(f"kind must be 'learned', 'mean' or None; got {kind!r}.")
 
     def transform(self, X):
@@ -917,7 +803,7 @@ class CROCSClusterer(
             DataFrame with the same columns for a DataFrame ``y``.
         """
         nearest = _nearest(self.transform(X), self.prototypes_, self.prototype_counts_)
-        return self._format_attributes(self.prototype_attributes_[nearest])
+        return self.attribute_codec_.decode(self._prototype_combinations[nearest])
 
     def score(self, X, y):
         """Mean over attributes of the accuracy of :meth:`predict`.
@@ -937,11 +823,11 @@ class CROCSClusterer(
         """
         check_is_fitted(self, "net_")
         embeddings = self._embed_input(X)
-        frame, _ = self._attribute_frame(y, embeddings.shape[0], reset=False)
-        true = self._encode_attributes(frame)
+        codec = self.attribute_codec_
+        true = codec.encode(y, embeddings.shape[0])
         nearest = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
-        predicted = self._prototype_codes[nearest]
-        return float(np.mean(true == predicted))
+        predicted = self._prototype_combinations[nearest]
+        return float(np.mean(codec.combinations[true] == codec.combinations[predicted]))
 
     def save(self, path):
         """Write the fitted model to a file that runs no code when loaded.
@@ -1048,5 +934,10 @@ class CROCSClusterer(
         return tags
 
 
+def _print(text):
+    """Sink for the training log: print, without colour codes unless stdout is a terminal."""
+    print(text if sys.stdout.isatty() else _ANSI_CODE.sub("", text), flush=True)
+
+
 def _silent(*args, **kwargs):
-    """Sink for callbacks when ``verbose=0``."""
+    """Sink for the training log when ``verbose=0``."""

@@ -2,6 +2,8 @@
 
 import math
 import pickle
+import re
+import sys
 import warnings
 
 import joblib
@@ -16,6 +18,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics import adjusted_mutual_info_score
 from sklearn.model_selection import GridSearchCV, GroupKFold, cross_validate
 from sklearn.pipeline import make_pipeline
+from skorch.callbacks import Callback, LRScheduler, ProgressBar
 from torch import nn
 
 from sklearn_crocs import CROCSClusterer
@@ -295,8 +298,7 @@ def test_early_stopping_with_patient_groups(synthetic, monkeypatch):
     best = int(np.argmin(scores))
     # The best epoch's prototypes were restored, not the last epoch's.
     valid_X = X[valid]
-    dims = [len(c) for c in model.categories_]
-    valid_y = np.ravel_multi_index(model._encode_attributes(y.iloc[valid]).T, dims)
+    valid_y = model.attribute_codec_.encode(y.iloc[valid])
     criterion = model.net_.criterion_
     with torch.no_grad():
         embeddings = model.net_.forward(valid_X)
@@ -328,6 +330,18 @@ def test_validation_split_keeps_patients_together(synthetic, monkeypatch):
         assert len(set(in_valid[groups == patient])) == 1
 
 
+def test_validation_split_is_stratified_by_the_class_attribute(synthetic, monkeypatch):
+    X, y, groups = synthetic
+    # A class of two patients has one on each side, whatever the seed.
+    y = y.assign(rhythm=np.where(np.isin(groups, [0, 1]), "GSVT", y["rhythm"]))
+    for seed in range(4):
+        model = _model(validation_fraction=0.25, max_epochs=1, random_state=seed)
+        in_valid = np.isin(np.arange(len(X)), _fit_recording_split(model, X, y, groups, monkeypatch))
+        assert len(np.unique(groups[in_valid])) == 6  # a quarter of the 24 patients
+        for side in (in_valid, ~in_valid):
+            assert set(y["rhythm"][side]) == {"AFIB", "GSVT", "SB", "SR"}
+
+
 def test_verbose_prints_progress_and_zero_is_silent(synthetic, capsys):
     X, y, groups = synthetic
     _model(max_epochs=2).fit(X, y)
@@ -337,6 +351,95 @@ def test_verbose_prints_progress_and_zero_is_silent(synthetic, capsys):
     for column in ("epoch", "train_loss", "train_nce", "train_reg", "valid_loss", "dur"):
         assert column in out
     assert len([line for line in out.splitlines() if line.strip().startswith(("1 ", "2 "))]) == 2
+
+
+def test_training_log_has_colour_codes_only_on_a_terminal(synthetic, capsys, monkeypatch):
+    X, y, groups = synthetic
+    params = {"max_epochs": 3, "verbose": 1, "validation_fraction": 0.25}
+    _model(**params).fit(X, y, groups=groups)
+    piped = capsys.readouterr().out
+    assert "train_loss" in piped and "valid_nce" in piped
+    assert "\x1b[" not in piped
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    _model(**params).fit(X, y, groups=groups)
+    terminal = capsys.readouterr().out
+    assert "\x1b[" in terminal  # skorch's colours around each column's best value
+    # Otherwise the same table (the durations aside).
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", terminal).splitlines()
+    assert plain[:2] == piped.splitlines()[:2]
+    assert [line.split()[:-1] for line in plain] == [line.split()[:-1] for line in piped.splitlines()]
+
+
+# ------------------------------------------------------------------ skorch callbacks
+class _CountEpochs(Callback):
+    """Counts the epochs it sees, in ``epochs_`` (state, so not a parameter)."""
+
+    def initialize(self):
+        self.epochs_ = 0
+        return self
+
+    def on_epoch_end(self, net, **kwargs):
+        self.epochs_ += 1
+
+
+def test_user_callback_runs_every_epoch_on_a_clone(synthetic):
+    X, y, _ = synthetic
+    counter = _CountEpochs()
+    model = _model(max_epochs=3, callbacks=[("count", counter), _CountEpochs])
+    model.fit(X, y)
+    fitted = dict(model.net_.callbacks_)
+    assert fitted["count"].epochs_ == 3
+    assert fitted["_CountEpochs"].epochs_ == 3  # a class is instantiated, as in skorch
+    assert fitted["count"] is not counter and not hasattr(counter, "epochs_")
+    assert model.callbacks[0][1] is counter  # the parameter is left as it was
+    model.fit(X, y)  # a second fit counts from 0 on a fresh clone
+    assert dict(model.net_.callbacks_)["count"].epochs_ == 3
+
+
+def test_lr_scheduler_with_early_stopping(synthetic):
+    X, y, groups = synthetic
+    scheduler = LRScheduler(policy="StepLR", step_size=1, gamma=0.5)
+    model = _model(max_epochs=4, validation_fraction=0.25, callbacks=[scheduler])
+    model.fit(X, y, groups=groups)
+    history = model.net_.history
+    # The learning rate of each epoch, halved after each.
+    np.testing.assert_allclose(history[:, "event_lr"], FAST["lr"] * 0.5 ** np.arange(4))
+    assert model.net_.optimizer_.param_groups[0]["lr"] == pytest.approx(FAST["lr"] / 16)
+    # The clusterer's own callbacks ran too.
+    assert {"valid_nce", "train_nce"} <= set(history[-1])
+    assert {"early_stopping", "keep_best"} <= set(dict(model.net_.callbacks_))
+    assert not hasattr(scheduler, "lr_scheduler_")
+    unscheduled = _model(max_epochs=4, validation_fraction=0.25).fit(X, y, groups=groups)
+    assert "event_lr" not in unscheduled.net_.history[-1]
+    assert not np.allclose(unscheduled.prototypes_, model.prototypes_)
+
+
+def test_progress_bar(synthetic, capsys):
+    X, y, _ = synthetic
+    model = _model(max_epochs=2, callbacks=[ProgressBar()]).fit(X, y)
+    assert model.n_iter_ == 2
+    assert "it/s" in capsys.readouterr().err  # tqdm's bar, on stderr
+    pickle.loads(pickle.dumps(model))  # the bar itself is not pickled
+
+
+def test_callbacks_params_and_clone():
+    scheduler = LRScheduler(policy="StepLR", step_size=2)
+    model = CROCSClusterer(callbacks=[("lr", scheduler)])
+    assert model.get_params()["callbacks"] == [("lr", scheduler)]
+    copy = clone(model)
+    name, cloned = copy.callbacks[0]
+    assert name == "lr" and cloned is not scheduler
+    assert cloned.get_params() == scheduler.get_params()
+    assert clone(copy).get_params()["callbacks"][0][1].step_size == 2
+    assert model.set_params(callbacks=None).callbacks is None
+    with pytest.raises(ValueError, match="The 'callbacks' parameter"):
+        CROCSClusterer(callbacks=ProgressBar()).fit(np.zeros((4, 10)), [0, 1, 0, 1])
+
+
+def test_callback_names_must_not_clash_with_the_clusterers_own(synthetic):
+    X, y, _ = synthetic
+    with pytest.raises(ValueError, match="duplicate user-set callback name 'train_nce'"):
+        _model(callbacks=[("train_nce", _CountEpochs())]).fit(X, y)
 
 
 # ------------------------------------------------------------------ reproducibility

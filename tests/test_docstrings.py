@@ -19,6 +19,7 @@ PUBLIC_MODULES = [
     "sklearn_crocs.metrics",
     "sklearn_crocs.nn",
     "sklearn_crocs.plotting",
+    "sklearn_crocs.preprocessing",
 ]
 API_REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "api.rst"
 

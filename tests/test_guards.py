@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 import sklearn_crocs._guards as guards
 from sklearn_crocs import CROCSClusterer
-from sklearn_crocs.datasets import FrameNormalizer
+from sklearn_crocs.preprocessing import FrameNormalizer
 
 FAST = {"embedding_dim": 8, "max_epochs": 1, "validation_fraction": None, "random_state": 0}
 

@@ -3,18 +3,16 @@
 Everything here is used by more than one loader; each helper lives here once.
 """
 
-import contextlib
 import math
 import os
 import shutil
 import sys
-import uuid
 import warnings
 from importlib import resources
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 #: The twelve standard ECG leads in their conventional order and public spelling.
 STANDARD_LEADS = (
@@ -216,28 +214,6 @@ def _data_file(name):
     return resources.files("sklearn_crocs.datasets").joinpath("data", name)
 
 
-@contextlib.contextmanager
-def _atomic_path(path):
-    """Yield a temporary path next to ``path``; move it into place on success.
-
-    The temporary file lives in the same folder so that the final
-    :func:`os.replace` is atomic. On error the temporary file is removed and
-    ``path`` is left as it was.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A unique name (not mkstemp, whose 0600 mode would survive the rename):
-    # the caller creates the file, so it gets the usual umask-based mode.
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-
-
 def _warn(message, category=UserWarning):
     """Warn with the location of the first caller outside this package."""
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -247,6 +223,11 @@ def _warn(message, category=UserWarning):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def progress(iterable, *, verbose, desc, total=None, unit="record"):
+    """``iterable``, with a tqdm progress bar on stderr when ``verbose`` is truthy."""
+    return tqdm(iterable, desc=desc, total=total, unit=unit, disable=not verbose, file=sys.stderr)
 
 
 class _ExclusionLog:

@@ -1,4 +1,4 @@
-"""Chapman-Shaoxing (Zheng et al., 2020): ``load_chapman`` for both layouts.
+"""Chapman-Shaoxing (Zheng et al., 2020): ``load_chapman`` for both layouts, ``fetch_chapman``.
 
 - The original release (figshare): ``Diagnostics.xlsx`` with one row per
   record (FileName, Rhythm, Beat, PatientAge, Gender, ...) and one CSV per
@@ -32,7 +32,10 @@ from ._base import (
     _parse_sex,
     _warn,
     canonical_lead_name,
+    get_data_home,
+    progress,
 )
+from ._download import CHECKSUM_FILE, check_fetch_args, checksum_list, ensure_files
 from ._records import (
     RawRecord,
     SignalCache,
@@ -41,6 +44,9 @@ from ._records import (
     file_stats,
 )
 from ._wfdb import find_wfdb_records, read_header_comments, read_wfdb_signals
+
+CHAPMAN_URL = "https://physionet.org/files/ecg-arrhythmia/1.0.0/"
+CHAPMAN_FOLDER = "ecg-arrhythmia-1.0.0"
 
 #: Rhythm acronyms of the original release (Diagnostics.xlsx, RhythmNames.xlsx)
 #: and their CROCS group.
@@ -317,7 +323,7 @@ def _load_wfdb_layout(
     # even be read is left to the signal reader, which reports it (or skips it
     # with on_error="skip") like any other unusable record.
     comments, groups, reasons, readable = [], [], [], []
-    for record in paths:
+    for record in progress(paths, verbose=verbose, desc="load_chapman", unit="header"):
         try:
             parsed = _parse_comments(read_header_comments(record))
         except InvalidRecordError:
@@ -449,7 +455,8 @@ def load_chapman(
         Folder for a ``.npy`` cache of the decoded signals (``data`` is then a
         read-only memory map).
     verbose : int, default=0
-        Print progress when > 0.
+        Show progress bars of the headers and records read (tqdm, on stderr)
+        when > 0.
     return_X_y : bool, default=False
         Return ``(data, attributes)`` instead of a Bunch.
 
@@ -483,8 +490,8 @@ def load_chapman(
     See Also
     --------
     fetch_chapman : Download the WFDB release and load it.
-    leads_as_instances, resample_signals, normalize_frames : The paper's
-        Chapman preprocessing.
+    sklearn_crocs.preprocessing.leads_as_instances : Each lead an instance, as
+        the paper does for Chapman (after resampling and min-max scaling).
 
     Examples
     --------
@@ -565,4 +572,113 @@ def load_chapman(
         metadata=metadata,
         excluded=log.frame(),
         DESCR=_load_descr("chapman.rst"),
+    )
+
+
+def fetch_chapman(
+    data_home=None,
+    *,
+    download_if_missing=True,
+    records=None,
+    leads=None,
+    target_fs=None,
+    unmapped="drop",
+    rhythm_groups=None,
+    on_error="raise",
+    cache_dir=None,
+    n_retries=3,
+    delay=1.0,
+    n_jobs=1,
+    base_url=CHAPMAN_URL,
+    sha256sums_sha256=None,
+    verbose=0,
+    return_X_y=False,
+):
+    """Download Chapman-Shaoxing (WFDB form) from PhysioNet and load it.
+
+    Fetches the ``.hea``/``.mat`` files of PhysioNet's "A large scale 12-lead
+    electrocardiogram database for arrhythmia study" (ecg-arrhythmia 1.0.0,
+    Zheng et al.; 45,152 records that include the Chapman-Shaoxing records of
+    the paper) into ``<data_home>/ecg-arrhythmia-1.0.0``, verified against its
+    ``SHA256SUMS.txt``, with resumable downloads. The original figshare
+    release (``Diagnostics.xlsx`` + ``ECGData``) has no checksum list; download
+    it yourself and use :func:`load_chapman`.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        Download folder, see :func:`get_data_home`.
+    download_if_missing : bool, default=True
+        If False, raise an OSError instead of downloading missing files.
+    records : list of str, default=None
+        Only download and load these records (e.g. ``["JS00001"]``).
+    leads, target_fs, unmapped, rhythm_groups, on_error, cache_dir, return_X_y
+        As in :func:`load_chapman`.
+    n_retries : int, default=3
+        Further attempts per file after a failure.
+    delay : float, default=1.0
+        Seconds between attempts.
+    n_jobs : int, default=1
+        Files downloaded in parallel (threads).
+    base_url : str, default="https://physionet.org/files/ecg-arrhythmia/1.0.0/"
+        Where the PhysioNet file tree is served.
+    sha256sums_sha256 : str, default=None
+        SHA-256 (hex) of the release's ``SHA256SUMS.txt``; ``None``: trust on
+        first use, as in :func:`fetch_ptbxl`.
+    verbose : int, default=0
+        Show progress bars of the downloads and of the records read (tqdm,
+        on stderr) when > 0.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        As returned by :func:`load_chapman`.
+
+    Examples
+    --------
+    >>> from sklearn_crocs.datasets import fetch_chapman
+    >>> chapman = fetch_chapman(target_fs=250)  # doctest: +SKIP
+    """
+    base_url = check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256)
+    root = Path(get_data_home(data_home)) / CHAPMAN_FOLDER
+    options = {
+        "download_if_missing": download_if_missing,
+        "n_retries": n_retries,
+        "delay": delay,
+        "name": "Chapman-Shaoxing",
+    }
+    checksums = checksum_list(root, base_url, expected_sha256=sha256sums_sha256, **options)
+    wanted = None if records is None else {str(r) for r in records}
+    relpaths = [
+        p
+        for p in checksums
+        if p.endswith((".hea", ".mat")) and (wanted is None or Path(p).stem in wanted)
+    ]
+    if wanted is not None:
+        unknown = sorted(wanted - {Path(p).stem for p in relpaths})
+        if unknown:
+            raise ValueError(f"records {unknown[:10]} are not listed in {root / CHECKSUM_FILE}.")
+    if not relpaths:
+        raise OSError(f"{root / CHECKSUM_FILE} lists no .hea/.mat files.")
+    ensure_files(
+        root,
+        base_url,
+        relpaths,
+        checksums,
+        n_jobs=n_jobs,
+        verbose=verbose,
+        **options,
+    )
+    return load_chapman(
+        root,
+        layout="wfdb",
+        records=None if records is None else [str(r) for r in records],
+        leads=leads,
+        target_fs=target_fs,
+        unmapped=unmapped,
+        rhythm_groups=rhythm_groups,
+        on_error=on_error,
+        cache_dir=cache_dir,
+        verbose=verbose,
+        return_X_y=return_X_y,
     )

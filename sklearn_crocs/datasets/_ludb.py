@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
 
+from ..preprocessing import AgeGroupEncoder, leads_as_instances, normalize_frames, resample_signals
 from ._base import _data_file, _load_descr, _parse_age, _parse_comments, _parse_sex
-from ._preprocessing import AgeGroupEncoder, leads_as_instances, normalize_frames, resample_signals
 from ._split import patient_split
 
 LUDB_FILENAME = "ludb.npz"
@@ -193,7 +193,9 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
     record resampled to ``target_fs`` (2500 samples at 250 Hz), each of its 12
     leads a single-lead instance scaled to [0, 1], attributes rhythm group x
     sex x age group, with age groups (quartiles by default) learned on the
-    training patients only, and a patient-level train/test split. The main
+    training patients only, and a patient-level train/test split stratified by
+    rhythm group, so that both parts hold every rhythm group (LUDB has only
+    three GSVT patients and nine AFIB ones). The main
     job, the gallery and the benchmarks use it; hold out a validation part of
     the training patients with ``CROCSClusterer(validation_fraction=...)``
     and ``groups``.
@@ -207,7 +209,7 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
     n_age_groups : int, default=4
         Number of age groups (quantiles of the training patients' ages).
     random_state : int, RandomState instance or None, default=0
-        Seed of the patient split.
+        Seed of the patient split (:func:`patient_split` with ``stratify``).
 
     Returns
     -------
@@ -217,7 +219,8 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
         ``sex`` and ``age``; ``age`` is an ordered categorical of the group
         labels), ``groups_train`` and ``groups_test`` (patient ids),
         ``lead_train`` and ``lead_test`` (lead index of each instance),
-        ``age_encoder`` (the fitted :class:`AgeGroupEncoder`), ``fs`` and
+        ``age_encoder`` (the fitted
+        :class:`~sklearn_crocs.preprocessing.AgeGroupEncoder`), ``fs`` and
         ``lead_names``.
 
     Examples
@@ -228,13 +231,19 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
     ((972, 1, 2500), (252, 1, 2500))
     >>> list(data.y_train.columns)
     ['rhythm', 'sex', 'age']
+    >>> sorted(data.y_test["rhythm"].unique())
+    ['AFIB', 'GSVT', 'SB', 'SR']
     >>> set(data.groups_train) & set(data.groups_test)
     set()
     """
     ludb = load_ludb()
     signals = resample_signals(ludb.data, ludb.fs, target_fs)
     train, _, test = patient_split(
-        ludb.groups, val_size=0.0, test_size=test_size, random_state=random_state
+        ludb.groups,
+        stratify=ludb.attributes["rhythm"],
+        val_size=0.0,
+        test_size=test_size,
+        random_state=random_state,
     )
     ages = AgeGroupEncoder(n_groups=n_age_groups).fit(ludb.attributes[["age"]].iloc[train])
     attributes = pd.DataFrame(

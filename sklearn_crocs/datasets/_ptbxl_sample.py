@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
 
+from ..preprocessing import AgeGroupEncoder, make_frames
 from ._base import STANDARD_LEADS, _data_file, _load_descr
-from ._preprocessing import AgeGroupEncoder, make_frames
 from ._split import patient_split
 
 SIGNALS_FILENAME = "ptbxl_sample.npz"
@@ -145,8 +145,9 @@ def load_ptbxl_sample_frames(*, frame_length=500, test_size=0.4, n_age_groups=4,
         frame_length)), ``y_train`` and ``y_test`` (DataFrames with columns
         ``class``, ``sex`` and ``age``; ``age`` is an ordered categorical of
         the group labels), ``groups_train`` and ``groups_test`` (patient
-        ids), ``age_encoder`` (the fitted :class:`AgeGroupEncoder`), ``fs``
-        and ``lead_names``.
+        ids), ``age_encoder`` (the fitted
+        :class:`~sklearn_crocs.preprocessing.AgeGroupEncoder`), ``fs`` and
+        ``lead_names``.
 
     Examples
     --------

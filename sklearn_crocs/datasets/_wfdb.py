@@ -555,7 +555,7 @@ def load_wfdb(
         read-only memory map, and loading again with the same arguments and
         unchanged files reads neither the WFDB files nor all data into RAM.
     verbose : int, default=0
-        Print progress when > 0.
+        Show a progress bar of the records read (tqdm, on stderr) when > 0.
 
     Returns
     -------

@@ -3,28 +3,16 @@
 import pandas as pd
 from sklearn.metrics import accuracy_score, adjusted_mutual_info_score
 
-from .._attributes import COMBINATION, paired_frames, select_attribute
+from .._attributes import COMBINATION, joint_codes, paired_frames, select_attribute
 
 __all__ = ["attribute_accuracy_score", "attribute_ami_score", "clustering_report"]
-
-
-def _joint_codes(labels_true, labels_pred):
-    """Integer codes for two label sequences over their joint set of values.
-
-    Combinations are tuples and attribute values may be of any hashable type,
-    which scikit-learn's label checks do not all accept; equal values get
-    equal codes on both sides.
-    """
-    n = len(labels_true)
-    codes, _ = pd.factorize(pd.Series([*labels_true, *labels_pred], dtype=object))
-    return codes[:n], codes[n:]
 
 
 def _per_attribute(metric, name, y_true, y_pred, attribute):
     true, pred = paired_frames(y_true, y_pred)
 
     def score(a):
-        return float(metric(*_joint_codes(select_attribute(true, a), select_attribute(pred, a))))
+        return float(metric(*joint_codes(select_attribute(true, a), select_attribute(pred, a))))
 
     if attribute != "all":
         return score(attribute)

@@ -9,8 +9,7 @@ from scipy.stats import hypergeom
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from .._attributes import as_attribute_frame
-from ._clustering import _joint_codes
+from .._attributes import as_attribute_frame, joint_codes
 
 __all__ = ["chance_precision_at_k", "matchable_queries", "precision_at_k", "retrieval_report"]
 
@@ -44,7 +43,7 @@ def _attribute_codes(y_true, query_attributes):
     true_codes = np.empty(true.shape, dtype=np.intp)
     query_codes = np.empty(queries.shape, dtype=np.intp)
     for i, name in enumerate(true.columns):
-        true_codes[:, i], query_codes[:, i] = _joint_codes(true[name], queries[name])
+        true_codes[:, i], query_codes[:, i] = joint_codes(true[name], queries[name])
     return true_codes, query_codes
 
 

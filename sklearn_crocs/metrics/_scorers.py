@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from .._attributes import as_attribute_frame
-from .._retrieval import _crocs_step, _top_k
+from .._search import top_k
+from .._utils import _crocs_step
 from ._clustering import attribute_ami_score
 from ._retrieval import precision_at_k
 
@@ -54,10 +54,9 @@ class _PrecisionAtKScorer:
                 f"ECG(s): at least k={self.k} are needed. Use larger test folds or a smaller k."
             )
         prototypes, attributes = crocs.get_prototypes(self.query)
-        # Attributes are matched by name: y's DataFrame columns, or the fitted names.
-        y_true = as_attribute_frame(y, crocs.attribute_names_)
+        y_true = crocs.attribute_codec_.read(y)
         queries = pd.DataFrame(attributes, columns=crocs.attribute_names_)
-        _, indices = _top_k(prototypes, embeddings, self.k)
+        _, indices = top_k(prototypes, embeddings, self.k)
         return precision_at_k(
             y_true,
             indices,

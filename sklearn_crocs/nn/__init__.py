@@ -2,7 +2,7 @@
 
 from ._augment import RandomWindow
 from ._encoders import CNNEncoder, ResNet1dEncoder
-from ._layers import ReLUMaxPoolDropout
+from ._fastpath import ReLUMaxPoolDropout
 from ._loss import CROCSLoss, attribute_weight_table
 from ._net import ArrayDataset, CROCSNet
 

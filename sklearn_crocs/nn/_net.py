@@ -7,7 +7,6 @@ permutation each epoch) instead of going through a per-sample
 copied to the device in a background thread while the step before it runs.
 """
 
-import contextlib
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
@@ -19,8 +18,6 @@ from skorch import NeuralNet
 from skorch.callbacks import Callback
 from skorch.utils import to_device
 from torch.utils.data import Dataset
-
-from ._heap import retained_heap
 
 __all__ = ["ArrayDataset", "CROCSNet"]
 
@@ -51,18 +48,6 @@ def _auto_batch_size(module, batch_size, device="cpu"):
     if per_sample is None or torch.device(device).type != "cpu":
         return batch_size
     return max(1, min(batch_size, _ACTIVATION_BYTES // per_sample))
-
-
-def _heap_retention_helps(device="cpu"):
-    """Whether training on ``device`` has glibc keep freed memory (``retain_heap="auto"``).
-
-    On CPU: the steps of the package's encoders free and allocate the same
-    tensors, and glibc hands freed memory back to the kernel (blocks over
-    its mmap threshold; the heap's top beyond its trim threshold), which
-    zero-fills each page again on first touch; see
-    :func:`~sklearn_crocs.nn._heap.retained_heap`.
-    """
-    return torch.device(device).type == "cpu"
 
 
 class ArrayDataset(Dataset):
@@ -167,7 +152,7 @@ class _BatchIterator:
     gathered, pinned and copied there in a background thread while the caller
     works on the one before (see :func:`_prefetch`). A training step ends
     with skorch reading its loss, which waits for the device; gathering the
-    next batch only then (3 ms for 256 12-lead 2500-sample frames) and
+    next batch only then and
     copying it from pageable memory would leave the GPU idle meanwhile.
     """
 
@@ -220,16 +205,15 @@ def _check_finite(X):
     """Raise scikit-learn's ``ValueError`` if the tensor ``X`` holds NaN or infinity.
 
     The sum of finite values is finite unless it overflows, so one torch sum
-    clears almost every batch (for 256 single-lead 2500-sample frames in the
-    CPU caches, 30 us where :func:`sklearn.utils.assert_all_finite` takes
-    120 us; 80-100 us when the batch is first read from memory); only when the
-    sum is not finite does scikit-learn's check decide, with its own message.
+    clears almost every batch, several times faster than
+    :func:`sklearn.utils.assert_all_finite`; only when the sum is not finite
+    does scikit-learn's check decide, with its own message.
     """
     if X.is_floating_point() and not torch.isfinite(X.sum()):
         assert_all_finite(X.numpy(force=True), input_name="X")
 
 
-class _KeepBestState(Callback):
+class KeepBestState(Callback):
     """Restore the encoder *and* the prototypes of the epoch with the best monitored score.
 
     skorch's ``EarlyStopping(load_best=True)`` restores only ``module_``; the
@@ -283,11 +267,7 @@ class CROCSNet(NeuralNet):
       set to evaluation mode once per call rather than before every batch;
     - modules already in the requested training or evaluation mode are left
       as they are (skorch sets the mode before every batch, and
-      ``Module.train`` walks every submodule);
-    - on Linux with glibc, :meth:`fit_loop` can keep freed memory mapped
-      while it trains (``retain_heap``; on CPU by default), so that every
-      step reuses the pages of the last instead of faulting in fresh zeroed
-      ones, and returns the free memory to the system at the end.
+      ``Module.train`` walks every submodule).
 
     Parameters
     ----------
@@ -308,28 +288,8 @@ class CROCSNet(NeuralNet):
         16 MiB, read from the module's ``max_activation_size`` attribute
         (elements per sample; the package's encoders have one, other modules
         get ``batch_size``). Tensors that stay in the CPU caches make
-        inference faster: on 2 CPU cores the ResNet encoder embeds 12-lead
-        2500-sample frames about 1.5x faster in batches of 52 (its largest
-        activation, 17 MB) than of 256 (82 MB). Evaluation-mode outputs do
+        inference faster (:ref:`performance`). Evaluation-mode outputs do
         not depend on the batch size, up to float rounding.
-    retain_heap : bool or "auto", default="auto"
-        Whether :meth:`fit_loop` has the C library keep freed memory mapped
-        while training runs (Linux with glibc; elsewhere nothing changes).
-        glibc hands freed memory back to the kernel (every block over 32
-        MiB, and the heap's free top beyond a threshold twice the largest
-        block freed so far), which zero-fills each page again when the next
-        step touches it. On 2 CPU cores a step of the ResNet encoder on 256
-        12-lead 2500-sample frames (tensors of 41 to 82 MB) took 800,000
-        page faults and 1.5 s of kernel time of its 2.8 s, and trains about
-        1.4-1.5x faster with the heap kept, at the cost of a third to a half
-        more peak memory (the free space between blocks stays mapped); a
-        step of the paper's CNN on 256 single-lead frames (tensors under 4
-        MB) took 700-2,400 page faults and 1.5-6 ms of kernel time, about
-        130 with the heap kept, for the same peak memory. ``"auto"`` keeps
-        it on CPU. The setting is process-wide while training runs;
-        afterwards the free memory is returned to the system and glibc's
-        limits are reset (the user guide's :ref:`performance` page says to
-        what).
 
     Examples
     --------
@@ -355,14 +315,12 @@ class CROCSNet(NeuralNet):
         shuffle_seed=0,
         augment=None,
         predict_batch_size=None,
-        retain_heap="auto",
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
         self.shuffle_seed = shuffle_seed
         self.augment = augment
         self.predict_batch_size = predict_batch_size
-        self.retain_heap = retain_heap
 
     def get_iterator(self, dataset, training=False):
         if not isinstance(dataset, ArrayDataset):
@@ -379,17 +337,11 @@ class CROCSNet(NeuralNet):
         return _BatchIterator(dataset, self._inference_batch_size(), device=self.device)
 
     def fit_loop(self, X, y=None, epochs=None, **fit_params):
-        """skorch's fit loop; freed memory stays mapped between steps if ``retain_heap``."""
-        retain = self.retain_heap
-        if not (isinstance(retain, bool) or retain == "auto"):
-            raise ValueError(f"retain_heap must be True, False or 'auto'; got {retain!r}.")
-        if retain == "auto":
-            retain = _heap_retention_helps(self.device)
+        """skorch's fit loop, with a generator for ``augment`` seeded from ``shuffle_seed``."""
         # Lives as long as the loop: a generator cannot be pickled with the net.
         self._augment_generator = torch.Generator().manual_seed(self.shuffle_seed)
         try:
-            with retained_heap() if retain else contextlib.nullcontext():
-                return super().fit_loop(X, y, epochs, **fit_params)
+            return super().fit_loop(X, y, epochs, **fit_params)
         finally:
             del self._augment_generator
 

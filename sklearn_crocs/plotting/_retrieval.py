@@ -8,6 +8,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from .._attributes import as_attribute_frame
+from .._utils import _crocs_step
 from ._base import (
     attribute_index,
     check_matplotlib,
@@ -226,7 +227,7 @@ class RetrievalDisplay:
         display : RetrievalDisplay
             Object that stores the matplotlib artists.
         """
-        from .._retrieval import PrototypeRetriever, _crocs_step
+        from .._retrieval import PrototypeRetriever
 
         if isinstance(estimator, PrototypeRetriever):
             retriever = estimator

@@ -9,7 +9,7 @@ from conftest import make_small_net
 from skorch.callbacks import Callback
 
 from sklearn_crocs.nn import ArrayDataset, CROCSNet
-from sklearn_crocs.nn._net import _BatchIterator, _KeepBestState, _prefetch
+from sklearn_crocs.nn._net import KeepBestState, _BatchIterator, _prefetch
 
 
 def _dataset(n, leads=1, length=5):
@@ -193,7 +193,7 @@ def test_keep_best_state_restores_module_and_prototypes():
     X = rng.randn(30, 1, 64).astype(np.float32)
     y = rng.randint(4, size=30)
 
-    class Recorder(_KeepBestState):
+    class Recorder(KeepBestState):
         def on_epoch_end(self, net, **kwargs):
             super().on_epoch_end(net, **kwargs)
             if self.best_epoch_ == net.history[-1, "epoch"]:

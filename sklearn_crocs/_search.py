@@ -1,0 +1,125 @@
+"""Exact nearest-neighbour search by blockwise matrix products.
+
+The package's one search: :class:`~sklearn_crocs.PrototypeRetriever` and the
+retrieval metrics call :func:`top_k`.
+"""
+
+import numpy as np
+import torch
+
+__all__ = ["top_k"]
+
+# Database rows per block. A block's float32 copy (8 MiB at 128 dimensions)
+# and its scores (64 KiB per query) bound the memory of a search, whatever
+# the size of the database.
+_BLOCK_ROWS = 16384
+
+
+def top_k(queries, database, k, *, block_rows=_BLOCK_ROWS):
+    """The ``k`` database rows nearest to each query in Euclidean distance.
+
+    The database is read ``block_rows`` rows at a time, so that memory does
+    not grow with it and a memory map is never loaded whole. For each block,
+    one float32 matrix product gives ``q . e - |e|^2 / 2`` for every query
+    ``q`` and row ``e`` (the nearer the row, the larger), :func:`torch.topk`
+    the block's ``k`` largest, and these are merged with the best so far.
+    Equal scores go to the lower index, so the rows chosen do not depend on
+    how :func:`torch.topk` orders ties. Rows are thus chosen as by a float32
+    brute-force search: rows whose squared distances to a query differ by
+    less than float32 rounding (about 1e-7 for unit vectors) may swap places
+    at the ``k``-th position. The distances of the rows chosen are then
+    computed directly as ``|q - e|`` in float64 (exactly 0 for a row equal to
+    its query), and each query's rows are sorted by (distance, index).
+
+    Computations run on torch's threads (:func:`torch.get_num_threads`),
+    whose settings are left as they are.
+
+    Parameters
+    ----------
+    queries : array-like of shape (n_queries, n_features)
+        Query vectors, usually float32.
+    database : ndarray of shape (n_samples, n_features)
+        Any array whose slices and integer-array indexing give arrays, such
+        as a :func:`numpy.load` memory map.
+    k : int
+        Rows per query; ``min(k, n_samples)`` are returned.
+    block_rows : int, default=16384
+        Database rows read and compared at a time.
+
+    Returns
+    -------
+    distances : ndarray of shape (n_queries, min(k, n_samples)), dtype float64
+        Euclidean distances, increasing along each row.
+    indices : ndarray of shape (n_queries, min(k, n_samples)), dtype int64
+        Database rows, nearest first; equal distances are ordered by
+        increasing index.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_crocs._search import top_k
+    >>> database = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float32)
+    >>> distances, indices = top_k([[1, 0]], database, 3)
+    >>> indices  # rows 0 and 1 are equally near: the lower index first
+    array([[2, 0, 1]])
+    >>> distances.round(4)
+    array([[0.    , 1.4142, 1.4142]])
+    """
+    queries = np.asarray(queries)
+    n_queries, n_samples = len(queries), len(database)
+    k = min(k, n_samples)
+    query_block = torch.tensor(queries, dtype=torch.float32)  # a copy: never a read-only view
+    best_scores = torch.empty((n_queries, 0))
+    best_indices = torch.empty((n_queries, 0), dtype=torch.int64)
+    for start in range(0, n_samples if k > 0 else 0, block_rows):
+        block = np.asarray(database[start : start + block_rows], dtype=np.float32)
+        if not block.flags.writeable:  # a read-only memory map, which torch will not share
+            block = block.copy()
+        block = torch.from_numpy(block)
+        # q . e - |e|^2 / 2 = (|q|^2 - |q - e|^2) / 2: the nearer the row, the larger.
+        half_sq_norms = torch.linalg.vector_norm(block, dim=1).square_().mul_(-0.5)
+        scores = torch.addmm(half_sq_norms, query_block, block.T)
+        columns = _largest(scores, k)
+        best_scores, best_indices = _best(
+            torch.cat([best_scores, scores.gather(1, columns)], dim=1),
+            torch.cat([best_indices, columns + start], dim=1),
+            k,
+        )
+    indices = best_indices.numpy()
+    distances = _distances(queries, database, indices, block_rows)
+    order = np.lexsort((indices, distances), axis=1)
+    return np.take_along_axis(distances, order, 1), np.take_along_axis(indices, order, 1)
+
+
+def _largest(scores, k):
+    """Columns of the ``k`` largest scores of each row, equal scores to the lower column."""
+    values, columns = torch.topk(scores, min(k + 1, scores.shape[1]), dim=1)
+    if scores.shape[1] <= k:
+        return columns
+    # torch.topk takes any of the columns tied with the k-th largest score:
+    # the (rare) rows where the (k+1)-th ties with it are sorted, stably.
+    columns = columns[:, :k]
+    cut = values[:, k - 1] == values[:, k]
+    if cut.any():
+        ranked = torch.sort(scores[cut], dim=1, descending=True, stable=True).indices
+        columns[cut] = ranked[:, :k]
+    return columns
+
+
+def _best(scores, indices, k):
+    """The ``k`` largest scores of each row and their indices, equal scores to the lower index."""
+    indices, order = indices.sort(dim=1)
+    scores, order = scores.gather(1, order).sort(dim=1, descending=True, stable=True)
+    return scores[:, :k], indices.gather(1, order[:, :k])
+
+
+def _distances(queries, database, indices, block_rows):
+    """Float64 ``|q - e|`` of each query and its rows of ``indices``, ``block_rows`` at a time."""
+    n_queries, k = indices.shape
+    rows, owners = indices.ravel(), np.repeat(np.arange(n_queries), k)
+    out = np.empty(rows.size)
+    for start in range(0, rows.size, block_rows):
+        part = slice(start, start + block_rows)
+        diff = np.asarray(database[rows[part]], dtype=np.float64) - queries[owners[part]]
+        out[part] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    return out.reshape(n_queries, k)
