@@ -117,7 +117,7 @@ def canonical_lead_name(name):
     return _LEAD_BY_LOWER.get(name.lower(), name)
 
 
-def _check_leads(leads):
+def check_leads(leads):
     """Validate a user's ``leads`` argument; return canonical names or None."""
     if leads is None:
         return None
@@ -136,7 +136,7 @@ def _check_leads(leads):
     return leads
 
 
-def _check_on_error(on_error):
+def check_on_error(on_error):
     if on_error not in _ON_ERROR_OPTIONS:
         raise ValueError(
             f"on_error must be 'raise' (stop at the first unusable record) or "
@@ -145,7 +145,7 @@ def _check_on_error(on_error):
     return on_error
 
 
-def _parse_age(value):
+def parse_age(value):
     """Age in years as a float; ``>89`` style caps become 90.0, unknown NaN.
 
     Accepts numbers and strings such as ``"51"``, ``"51.0"``, ``">89"``,
@@ -175,14 +175,14 @@ _SEX_CODES = {
 }
 
 
-def _parse_sex(value):
+def parse_sex(value):
     """``"M"``/``"F"`` from Male/Female/M/F/MALE/FEMALE (any case), else NaN."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return math.nan
     return _SEX_CODES.get(str(value).strip().lower(), math.nan)
 
 
-def _parse_comments(comments):
+def parse_comments(comments):
     """``{key: value}`` from WFDB header comments of the form ``key: value``.
 
     Keys are stripped of surrounding whitespace and of the angle brackets that
@@ -200,7 +200,7 @@ def _parse_comments(comments):
     return parsed
 
 
-def _load_descr(name):
+def load_descr(name):
     """Text of ``descr/<name>`` shipped with the package."""
     return (
         resources.files("sklearn_crocs.datasets")
@@ -209,15 +209,15 @@ def _load_descr(name):
     )
 
 
-def _data_file(name):
+def data_file(name):
     """Path (as a traversable) of a file in the package's ``data`` folder."""
     return resources.files("sklearn_crocs.datasets").joinpath("data", name)
 
 
-def _warn(message, category=UserWarning):
+def warn(message, category=UserWarning):
     """Warn with the location of the first caller outside this package."""
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame = sys._getframe(1)  # the caller of _warn, i.e. stacklevel=2
+    frame = sys._getframe(1)  # the caller of warn, i.e. stacklevel=2
     level = 2
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package_dir):
         frame = frame.f_back
@@ -230,7 +230,7 @@ def progress(iterable, *, verbose, desc, total=None, unit="record"):
     return tqdm(iterable, desc=desc, total=total, unit=unit, disable=not verbose, file=sys.stderr)
 
 
-class _ExclusionLog:
+class ExclusionLog:
     """Records left out by a loader, with the reason, warned about together.
 
     ``kind="skipped"`` entries are unreadable records dropped because the user
@@ -255,7 +255,7 @@ class _ExclusionLog:
             return
         first = skipped[0]["reason"].rstrip(".")
         more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-        _warn(
+        warn(
             f"Skipped {len(skipped)} of {n_total} {what} that could not be used "
             f"(on_error='skip'): {first}{more}. The full list is in the returned "
             f"Bunch's 'excluded' DataFrame."

@@ -22,18 +22,18 @@ from sklearn.utils import Bunch
 
 from ._base import (
     STANDARD_LEADS,
+    ExclusionLog,
     InvalidRecordError,
-    _check_leads,
-    _check_on_error,
-    _ExclusionLog,
-    _load_descr,
-    _parse_age,
-    _parse_comments,
-    _parse_sex,
-    _warn,
     canonical_lead_name,
+    check_leads,
+    check_on_error,
     get_data_home,
+    load_descr,
+    parse_age,
+    parse_comments,
+    parse_sex,
     progress,
+    warn,
 )
 from ._download import CHECKSUM_FILE, check_fetch_args, checksum_list, ensure_files
 from ._records import (
@@ -143,7 +143,7 @@ def _apply_unmapped(names, groups, reasons, unmapped, log):
             log.add(names[i], reasons[i], kind="filtered")
             keep[i] = False
     if unmapped == "drop":
-        _warn(
+        warn(
             f"Left out {len(unmapped_idx)} of {len(names)} records whose rhythm "
             f"is not in the paper's four groups (unmapped='drop'), e.g. "
             f"{names[unmapped_idx[0]]}: {reasons[unmapped_idx[0]]}. They are "
@@ -291,8 +291,8 @@ def _load_original(
     attributes = pd.DataFrame(
         {
             "rhythm": [groups[i] for i in signal_set.kept],
-            "sex": [_parse_sex(v) for v in kept["Gender"]],
-            "age": [_parse_age(v) for v in kept["PatientAge"]],
+            "sex": [parse_sex(v) for v in kept["Gender"]],
+            "age": [parse_age(v) for v in kept["PatientAge"]],
         }
     )
     metadata = kept.rename(columns={"Rhythm": "rhythm_source"})
@@ -325,7 +325,7 @@ def _load_wfdb_layout(
     comments, groups, reasons, readable = [], [], [], []
     for record in progress(paths, verbose=verbose, desc="load_chapman", unit="header"):
         try:
-            parsed = _parse_comments(read_header_comments(record))
+            parsed = parse_comments(read_header_comments(record))
         except InvalidRecordError:
             parsed = None
         readable.append(parsed is not None)
@@ -362,8 +362,8 @@ def _load_wfdb_layout(
     attributes = pd.DataFrame(
         {
             "rhythm": [chosen_groups[i] for i in signal_set.kept],
-            "sex": [_parse_sex(c.get("Sex")) for c in parsed],
-            "age": [_parse_age(c.get("Age")) for c in parsed],
+            "sex": [parse_sex(c.get("Sex")) for c in parsed],
+            "age": [parse_age(c.get("Age")) for c in parsed],
         }
     )
     record_names = np.asarray([names[i] for i in kept])
@@ -526,11 +526,11 @@ def load_chapman(
         raise ValueError(f"unmapped must be one of {_UNMAPPED}, got {unmapped!r}.")
     if csv_units not in _CSV_UNITS:
         raise ValueError(f"csv_units must be 'uV' or 'mV', got {csv_units!r}.")
-    on_error = _check_on_error(on_error)
-    leads = _check_leads(leads) or list(STANDARD_LEADS)
+    on_error = check_on_error(on_error)
+    leads = check_leads(leads) or list(STANDARD_LEADS)
     target_fs = check_fs(target_fs, "target_fs")
     acronyms, codes = _group_tables(rhythm_groups)
-    log = _ExclusionLog()
+    log = ExclusionLog()
     if layout == "original":
         signal_set, attributes, metadata, names = _load_original(
             path,
@@ -571,7 +571,7 @@ def load_chapman(
         lead_names=signal_set.lead_names,
         metadata=metadata,
         excluded=log.frame(),
-        DESCR=_load_descr("chapman.rst"),
+        DESCR=load_descr("chapman.rst"),
     )
 
 

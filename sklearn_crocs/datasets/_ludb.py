@@ -11,7 +11,7 @@ import pandas as pd
 from sklearn.utils import Bunch
 
 from ..preprocessing import AgeGroupEncoder, leads_as_instances, normalize_frames, resample_signals
-from ._base import _data_file, _load_descr, _parse_age, _parse_comments, _parse_sex
+from ._base import data_file, load_descr, parse_age, parse_comments, parse_sex
 from ._split import patient_split
 
 LUDB_FILENAME = "ludb.npz"
@@ -55,7 +55,7 @@ def ludb_attributes_from_comments(comments, record_name="?"):
         If the header has no ``Rhythm:`` statement, an unknown rhythm, or an
         unreadable sex.
     """
-    parsed = _parse_comments(comments)
+    parsed = parse_comments(comments)
     statement = parsed.get("Rhythm")
     if statement is None:
         raise ValueError(
@@ -69,13 +69,13 @@ def ludb_attributes_from_comments(comments, record_name="?"):
             f"CROCS rhythm group; known statements are "
             f"{sorted(LUDB_RHYTHM_GROUPS)}."
         )
-    sex = _parse_sex(parsed.get("sex"))
+    sex = parse_sex(parsed.get("sex"))
     if not isinstance(sex, str):
         raise ValueError(f"LUDB record {record_name}: unreadable sex {parsed.get('sex')!r}.")
     return {
         "rhythm": LUDB_RHYTHM_GROUPS[key],
         "sex": sex,
-        "age": _parse_age(parsed.get("age")),
+        "age": parse_age(parsed.get("age")),
         "rhythm_statement": statement.strip().rstrip(".").strip(),
     }
 
@@ -149,7 +149,7 @@ def load_ludb(*, return_X_y=False):
     >>> ludb.lead_names[:4]
     ['I', 'II', 'III', 'aVR']
     """
-    with _data_file(LUDB_FILENAME).open("rb") as fh, np.load(fh, allow_pickle=False) as archive:
+    with data_file(LUDB_FILENAME).open("rb") as fh, np.load(fh, allow_pickle=False) as archive:
         version = int(archive["format_version"])
         if version != LUDB_FORMAT_VERSION:
             raise RuntimeError(
@@ -182,7 +182,7 @@ def load_ludb(*, return_X_y=False):
         fs=fs,
         lead_names=lead_names,
         metadata=metadata,
-        DESCR=_load_descr("ludb.rst"),
+        DESCR=load_descr("ludb.rst"),
     )
 
 

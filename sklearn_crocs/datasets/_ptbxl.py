@@ -18,12 +18,12 @@ from sklearn.utils import Bunch
 
 from ._base import (
     STANDARD_LEADS,
+    ExclusionLog,
     InvalidRecordError,
-    _check_leads,
-    _check_on_error,
-    _ExclusionLog,
-    _load_descr,
+    check_leads,
+    check_on_error,
     get_data_home,
+    load_descr,
 )
 from ._download import check_fetch_args, checksum_list, ensure_files
 from ._wfdb import read_wfdb_signals
@@ -288,14 +288,14 @@ def load_ptbxl(
     """
     path = Path(os.path.expanduser(os.fspath(path)))
     sampling_rate = _check_sampling_rate(sampling_rate)
-    on_error = _check_on_error(on_error)
-    leads = _check_leads(leads) or list(STANDARD_LEADS)
+    on_error = check_on_error(on_error)
+    leads = check_leads(leads) or list(STANDARD_LEADS)
     if not isinstance(single_label, (bool, np.bool_)):
         raise TypeError(f"single_label must be True or False, got {single_label!r}.")
     if not isinstance(verbose, numbers.Integral):
         raise TypeError(f"verbose must be an int, got {verbose!r}.")
 
-    log = _ExclusionLog()
+    log = ExclusionLog()
     database = _read_ptbxl_tables(path)
     selected = _select_ptbxl_records(
         database, folds=folds, ecg_ids=ecg_ids, single_label=single_label, log=log
@@ -332,7 +332,7 @@ def load_ptbxl(
         lead_names=signal_set.lead_names,
         metadata=kept,
         excluded=log.frame(),
-        DESCR=_load_descr("ptbxl.rst"),
+        DESCR=load_descr("ptbxl.rst"),
     )
 
 
@@ -425,7 +425,7 @@ return_X_y
         folds=folds,
         ecg_ids=ecg_ids,
         single_label=single_label,
-        log=_ExclusionLog(),
+        log=ExclusionLog(),
     )
     ensure_files(
         root,

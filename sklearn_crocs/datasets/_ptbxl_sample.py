@@ -10,7 +10,7 @@ import pandas as pd
 from sklearn.utils import Bunch
 
 from ..preprocessing import AgeGroupEncoder, make_frames
-from ._base import STANDARD_LEADS, _data_file, _load_descr
+from ._base import STANDARD_LEADS, data_file, load_descr
 from ._split import patient_split
 
 SIGNALS_FILENAME = "ptbxl_sample.npz"
@@ -84,10 +84,10 @@ def load_ptbxl_sample(*, return_X_y=False):
     >>> len(set(sample.groups))
     493
     """
-    with _data_file(SIGNALS_FILENAME).open("rb") as fh, np.load(fh, allow_pickle=False) as z:
+    with data_file(SIGNALS_FILENAME).open("rb") as fh, np.load(fh, allow_pickle=False) as z:
         data = z["X"].astype(np.float32)
         ecg_ids = z["ecg_id"].astype(np.int64)
-    with _data_file(RECORDS_FILENAME).open("rb") as fh:
+    with data_file(RECORDS_FILENAME).open("rb") as fh:
         records = pd.read_csv(fh)
     if not np.array_equal(records["ecg_id"].to_numpy(), ecg_ids):
         raise RuntimeError(
@@ -111,7 +111,7 @@ def load_ptbxl_sample(*, return_X_y=False):
         ecg_ids=ecg_ids,
         fs=FS,
         lead_names=list(STANDARD_LEADS),
-        DESCR=_load_descr("ptbxl_sample.rst"),
+        DESCR=load_descr("ptbxl_sample.rst"),
     )
 
 

@@ -364,7 +364,7 @@ def collect_signals(
         Resample every record to this rate.
     signal_length : {"equal", "variable"} or int
     on_error : {"raise", "skip"}
-    log : _ExclusionLog
+    log : ExclusionLog
     cache : SignalCache or None
     verbose : int
         Show a progress bar of the records read (on stderr) when > 0.

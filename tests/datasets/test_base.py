@@ -6,10 +6,10 @@ import pytest
 
 from sklearn_crocs.datasets import clear_data_home, get_data_home
 from sklearn_crocs.datasets._base import (
-    _check_leads,
-    _parse_age,
-    _parse_comments,
-    _parse_sex,
+    check_leads,
+    parse_age,
+    parse_comments,
+    parse_sex,
     progress,
 )
 
@@ -29,15 +29,15 @@ def test_data_home(tmp_path, monkeypatch):
 
 
 def test_lead_names_are_checked_and_spelled_canonically():
-    assert _check_leads(None) is None
-    assert _check_leads("avr") == ["aVR"]
-    assert _check_leads(["ii", "V1", "X9"]) == ["II", "V1", "X9"]
+    assert check_leads(None) is None
+    assert check_leads("avr") == ["aVR"]
+    assert check_leads(["ii", "V1", "X9"]) == ["II", "V1", "X9"]
     with pytest.raises(ValueError, match="duplicates"):
-        _check_leads(["II", "ii"])
+        check_leads(["II", "ii"])
     with pytest.raises(ValueError, match="at least one lead"):
-        _check_leads([])
+        check_leads([])
     with pytest.raises(TypeError, match="list of lead names"):
-        _check_leads(3)
+        check_leads(3)
 
 
 @pytest.mark.parametrize(
@@ -46,14 +46,14 @@ def test_lead_names_are_checked_and_spelled_canonically():
      ("", math.nan), (None, math.nan)],
 )  # fmt: skip
 def test_parse_age(value, age):
-    assert _parse_age(value) == pytest.approx(age, nan_ok=True)
+    assert parse_age(value) == pytest.approx(age, nan_ok=True)
 
 
 def test_parse_sex_and_comments():
-    assert [_parse_sex(v) for v in ("Male", "f", " FEMALE ", "M")] == ["M", "F", "F", "M"]
-    assert math.isnan(_parse_sex("unknown")) and math.isnan(_parse_sex(None))
+    assert [parse_sex(v) for v in ("Male", "f", " FEMALE ", "M")] == ["M", "F", "F", "M"]
+    assert math.isnan(parse_sex("unknown")) and math.isnan(parse_sex(None))
     comments = ["<age>: 51", "<sex>: F", "Rhythm: Sinus rhythm.", "no colon", "<age>: 60"]
-    assert _parse_comments(comments) == {"age": "51", "sex": "F", "Rhythm": "Sinus rhythm."}
+    assert parse_comments(comments) == {"age": "51", "sex": "F", "Rhythm": "Sinus rhythm."}
 
 
 def test_progress_bar_on_stderr_only_when_verbose(capsys):
