@@ -4,7 +4,7 @@ For each database size N, 40 unit-norm queries search N unit-norm float32
 embeddings of size 128 for their 10 nearest rows:
 
 - *torch mm + topk*: a bare blockwise search written here, one
-  ``torch.mm`` of the queries with each block of 16,384 rows,
+  ``torch.mm`` of the queries with each block of 65,536 rows,
   ``torch.topk`` on it and on the concatenation with the best so far: the
   floor of the package's search, which does the same with Euclidean
   scores, ties to the lower index and float64 distances of the rows found;
@@ -47,7 +47,7 @@ from _utils import (
 )
 
 N_QUERIES, DIM, K = 40, 128, 10
-BLOCK_ROWS = 16384  # as the package's search
+BLOCK_ROWS = 65536  # as the package's search
 METHODS = ("kneighbors", "sklearn", "torch")
 
 

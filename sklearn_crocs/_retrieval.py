@@ -12,12 +12,10 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._persistence import load_retriever, save_retriever
-from ._search import top_k
+from ._search import half_squared_norms, top_k
 from ._utils import _crocs_step
 
 __all__ = ["PrototypeRetriever"]
-
-
 
 
 def _n_rows(X):
@@ -297,6 +295,8 @@ default=None
         """Index ``embeddings``, the unit-norm rows that kneighbors searches."""
         self.embeddings_ = embeddings
         self.n_samples_fit_ = len(embeddings)
+        # Every search adds these to its products: computed once, not per search.
+        self._half_sq_norms = half_squared_norms(embeddings)
 
     def _embed(self, X, *, name):
         """Unit-norm float32 embeddings of X, computed ``batch_size`` rows at a time."""
@@ -455,7 +455,9 @@ default=None
                 f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {n_neighbors}, "
                 f"n_samples_fit = {self.n_samples_fit_}, n_samples = {len(vectors)}"
             )
-        distances, indices = top_k(vectors, self.embeddings_, n_neighbors)
+        distances, indices = top_k(
+            vectors, self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms
+        )
         if return_distance:
             return distances, indices
         return indices

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sklearn_crocs._search import top_k
+from sklearn_crocs._search import half_squared_norms, top_k
 
 
 def _brute_force(queries, database, k):
@@ -141,3 +141,19 @@ def test_thread_settings_are_left_alone():
     before = torch.get_num_threads(), torch.get_num_interop_threads()
     top_k(_unit_rows(rng, 4, 16), _unit_rows(rng, 1000, 16), 5, block_rows=128)
     assert (torch.get_num_threads(), torch.get_num_interop_threads()) == before
+
+
+def test_precomputed_half_squared_norms_give_the_same_result():
+    # A database searched repeatedly passes its norms once computed: same rows,
+    # same distances, whatever the blocks.
+    rng = np.random.default_rng(3)
+    database = rng.standard_normal((300, 8)).astype(np.float32)
+    database[7] = 0.0  # a zero row: its norm matters
+    queries = rng.standard_normal((5, 8)).astype(np.float32)
+    norms = half_squared_norms(database, block_rows=64)
+    np.testing.assert_allclose(norms, -0.5 * (database.astype(np.float64) ** 2).sum(1), rtol=1e-6)
+    for block_rows in (64, 1000):
+        expected = top_k(queries, database, 10, block_rows=block_rows)
+        got = top_k(queries, database, 10, block_rows=block_rows, half_sq_norms=norms)
+        np.testing.assert_array_equal(got[1], expected[1])
+        np.testing.assert_array_equal(got[0], expected[0])
