@@ -24,6 +24,9 @@ __all__ = ["ArrayDataset", "CROCSNet"]
 # Inference batches are sized so that their largest intermediate tensor stays
 # within this many bytes (with predict_batch_size="auto", on CPU).
 _ACTIVATION_BYTES = 16 * 2**20
+# ... and hold at most this many samples (fewer Python steps per frame than
+# the training batch, for small models, without unbounded batches).
+_MAX_INFERENCE_BATCH = 1024
 
 
 def _activation_bytes(module):
@@ -39,15 +42,17 @@ def _activation_bytes(module):
 
 
 def _auto_batch_size(module, batch_size, device="cpu"):
-    """Inference batch size: at most ``batch_size``, fewer on CPU for large activations.
+    """Inference batch size: on CPU, as many samples as keep activations in the caches.
 
-    Fewer where ``module``'s largest tensor per batch (see
-    :func:`_activation_bytes`) would exceed ``_ACTIVATION_BYTES``.
+    At most ``_MAX_INFERENCE_BATCH`` samples, and fewer where ``module``'s
+    largest tensor per batch (see :func:`_activation_bytes`) would exceed
+    ``_ACTIVATION_BYTES``; ``batch_size`` on other devices, or for modules
+    that do not say their activation size.
     """
     per_sample = _activation_bytes(module)
     if per_sample is None or torch.device(device).type != "cpu":
         return batch_size
-    return max(1, min(batch_size, _ACTIVATION_BYTES // per_sample))
+    return max(1, min(_MAX_INFERENCE_BATCH, _ACTIVATION_BYTES // per_sample))
 
 
 class ArrayDataset(Dataset):
@@ -283,11 +288,11 @@ class CROCSNet(NeuralNet):
         starts). Validation and inference batches are left as they are.
     predict_batch_size : int, "auto" or None, default=None
         Batch size for inference and validation. ``None`` means
-        ``batch_size``; ``"auto"`` means at most ``batch_size``, and on CPU
-        fewer where a batch's largest intermediate tensor would exceed
-        16 MiB, read from the module's ``max_activation_size`` attribute
-        (elements per sample; the package's encoders have one, other modules
-        get ``batch_size``). Tensors that stay in the CPU caches make
+        ``batch_size``; ``"auto"`` means, on CPU, as many samples (at most
+        1024) as keep a batch's largest intermediate tensor within 16 MiB,
+        read from the module's ``max_activation_size`` attribute (elements
+        per sample; the package's encoders have one), and ``batch_size`` on
+        other devices or for modules without the attribute. Tensors that stay in the CPU caches make
         inference faster (:ref:`performance`). Evaluation-mode outputs do
         not depend on the batch size, up to float rounding.
 

@@ -276,11 +276,14 @@ def test_inference_sets_the_modes_once_per_call_and_matches_evaluation_step(monk
 
 
 def test_predict_batch_size_auto_keeps_the_largest_activation_within_budget():
-    from sklearn_crocs.nn._net import _ACTIVATION_BYTES
+    from sklearn_crocs.nn._net import _ACTIVATION_BYTES, _MAX_INFERENCE_BATCH
 
     net = _net(batch_size=64, predict_batch_size="auto").initialize()
     per_sample = net.module_.max_activation_size
-    assert net._inference_batch_size() == min(64, _ACTIVATION_BYTES // (4 * per_sample))
+    expected = min(_MAX_INFERENCE_BATCH, _ACTIVATION_BYTES // (4 * per_sample))
+    assert net._inference_batch_size() == expected
+    net.module_.max_activation_size = 1  # tiny activations: capped
+    assert net._inference_batch_size() == _MAX_INFERENCE_BATCH
     net.module_.max_activation_size = _ACTIVATION_BYTES // 40  # 10 samples fit
     assert net._inference_batch_size() == 10
     net.module_.max_activation_size = 10 * _ACTIVATION_BYTES  # not even one sample
