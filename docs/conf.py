@@ -29,7 +29,12 @@ extensions = [
     "numpydoc",
     "sphinx_gallery.gen_gallery",
     "myst_parser",
+    "matplotlib.sphinxext.plot_directive",
 ]
+# The Performance page's chart: PNG only, no source link (the script is in the repository).
+plot_formats = [("png", 100)]
+plot_html_show_source_link = False
+plot_html_show_formats = False
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 templates_path = ["_templates"]

@@ -49,7 +49,7 @@ def _fused_adam_supported(device):
     """Whether ``torch.optim.Adam(fused=True)`` runs on ``device`` (CPU: torch >= 2.4).
 
     The fused update gives the same steps with one kernel instead of a few
-    per parameter tensor: 0.13 ms against 0.38 ms per step for the paper's CNN.
+    per parameter tensor.
     """
     try:
         torch.optim.Adam([torch.zeros(1, device=device, requires_grad=True)], fused=True)
