@@ -17,6 +17,11 @@ from ._utils import _crocs_step
 
 __all__ = ["PrototypeRetriever"]
 
+# Squared norms of float32-normalised embeddings differ from 1 by rounding
+# (about 1e-7); within this spread the rows count as unit vectors, whose
+# products alone rank them by distance.
+_UNIT_NORM_SPREAD = 2.0**-20
+
 
 def _n_rows(X):
     return X.shape[0] if hasattr(X, "shape") else len(X)
@@ -296,7 +301,10 @@ default=None
         self.embeddings_ = embeddings
         self.n_samples_fit_ = len(embeddings)
         # Every search adds these to its products: computed once, not per search.
-        self._half_sq_norms = half_squared_norms(embeddings)
+        # Unit rows (all but all-zero embeddings) need none: one pass fewer.
+        norms = half_squared_norms(embeddings)
+        same = len(norms) and np.ptp(norms) <= _UNIT_NORM_SPREAD
+        self._half_sq_norms = float(norms[0]) if same else norms
 
     def _embed(self, X, *, name):
         """Unit-norm float32 embeddings of X, computed ``batch_size`` rows at a time."""

@@ -70,8 +70,10 @@ def top_k(queries, database, k, *, block_rows=_BLOCK_ROWS, half_sq_norms=None):
         Rows per query; ``min(k, n_samples)`` are returned.
     block_rows : int, default=65536
         Database rows read and compared at a time.
-    half_sq_norms : ndarray of shape (n_samples,), default=None
-        :func:`half_squared_norms` of ``database``, if already computed.
+    half_sq_norms : ndarray of shape (n_samples,) or float, default=None
+        :func:`half_squared_norms` of ``database``, if already computed; a
+        float where all rows have the same norm (unit vectors): the scores
+        are then the products alone.
 
     Returns
     -------
@@ -100,12 +102,15 @@ def top_k(queries, database, k, *, block_rows=_BLOCK_ROWS, half_sq_norms=None):
     best_indices = torch.empty((n_queries, 0), dtype=torch.int64)
     for start in range(0, n_samples if k > 0 else 0, block_rows):
         block = _block(database, start, block_rows)
-        if half_sq_norms is None:
-            norms = _half_sq_norms(block)
-        else:
-            norms = torch.from_numpy(np.asarray(half_sq_norms[start : start + block_rows]))
         # q . e - |e|^2 / 2 = (|q|^2 - |q - e|^2) / 2: the nearer the row, the larger.
-        scores = torch.addmm(norms, query_block, block.T)
+        if isinstance(half_sq_norms, float):  # equal norms: the products rank alike
+            scores = torch.mm(query_block, block.T)
+        else:
+            if half_sq_norms is None:
+                norms = _half_sq_norms(block)
+            else:
+                norms = torch.from_numpy(np.asarray(half_sq_norms[start : start + block_rows]))
+            scores = torch.addmm(norms, query_block, block.T)
         columns = _largest(scores, k)
         best_scores, best_indices = _best(
             torch.cat([best_scores, scores.gather(1, columns)], dim=1),

@@ -373,3 +373,16 @@ FAST_CNN = {"channels": (4,), "kernel_size": 1, "stride": 1, "pool_size": 1}
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+def test_search_norms_computed_once_and_a_constant_for_unit_rows():
+    rng = np.random.default_rng(0)
+    unit = rng.standard_normal((50, 8)).astype(np.float32)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    retriever = PrototypeRetriever(None)
+    retriever._set_embeddings(unit)
+    assert isinstance(retriever._half_sq_norms, float)  # products alone rank unit rows
+    with_zero = unit.copy()
+    with_zero[3] = 0.0  # an all-zero embedding: its norm matters
+    retriever._set_embeddings(with_zero)
+    assert retriever._half_sq_norms.shape == (50,)

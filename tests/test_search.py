@@ -157,3 +157,14 @@ def test_precomputed_half_squared_norms_give_the_same_result():
         got = top_k(queries, database, 10, block_rows=block_rows, half_sq_norms=norms)
         np.testing.assert_array_equal(got[1], expected[1])
         np.testing.assert_array_equal(got[0], expected[0])
+
+
+def test_equal_norms_as_a_float_rank_by_the_products_alone():
+    rng = np.random.default_rng(4)
+    database = rng.standard_normal((500, 16)).astype(np.float32)
+    database /= np.linalg.norm(database, axis=1, keepdims=True)
+    queries = rng.standard_normal((6, 16)).astype(np.float32)
+    expected = top_k(queries, database, 7, block_rows=128)
+    got = top_k(queries, database, 7, block_rows=128, half_sq_norms=-0.5)
+    np.testing.assert_array_equal(got[1], expected[1])
+    np.testing.assert_allclose(got[0], expected[0])
