@@ -36,9 +36,9 @@ $(DOCS_STAMP): $(STAMP) pyproject.toml
 docs: $(DOCS_STAMP)
 	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
-## bench: training/embedding, retrieval and scaling benchmarks (minutes; run on a quiet machine)
+## bench: training/embedding, retrieval, fast-path and scaling benchmarks (minutes; run on a quiet machine)
 bench: $(STAMP)
-	cd benchmarks && ../$(BIN)/python bench_training.py && ../$(BIN)/python bench_retrieval.py && ../$(BIN)/python bench_scaling.py
+	cd benchmarks && ../$(BIN)/python bench_training.py && ../$(BIN)/python bench_retrieval.py && ../$(BIN)/python bench_fastpath.py && ../$(BIN)/python bench_scaling.py
 
 ## bench-accuracy: CROCS on the bundled PTB-XL sample, 5 seeds: the paper's Tables 1 and 2, ablations, baselines
 bench-accuracy: $(STAMP)

@@ -13,7 +13,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 RUN = "cpu-2026-11-27"
-ROOT = Path(__file__).resolve().parents[2]
+# The plot directive runs this from its own directory, without __file__.
+ROOT = Path(globals().get("__file__", "performance_chart.py")).resolve().parents[2]
 
 
 def _number(text):
