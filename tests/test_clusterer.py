@@ -263,7 +263,8 @@ def test_inference_batches_sized_by_the_largest_activation(synthetic, monkeypatc
     X, y, _ = synthetic
     model = _model(encoder="resnet", encoder_params={"channels": (8, 16)}, max_epochs=1)
     model.fit(X, y)
-    assert model.net_._inference_batch_size() == model.batch_size  # small frames: all fit
+    # Small frames: as many as the cap allows, more than the training batch.
+    assert model.net_._inference_batch_size() == _net._MAX_INFERENCE_BATCH > model.batch_size
     expected = model.transform(X)
     per_frame = model.net_.module_.max_activation_size
     monkeypatch.setattr(_net, "_ACTIVATION_BYTES", 5 * 4 * per_frame)
@@ -699,8 +700,10 @@ def test_chunks_hold_whole_batches(fitted, synthetic, monkeypatch):
     # A chunk of a large input is cut to whole inference batches, so that no
     # chunk but the last ends in a short batch.
     import sklearn_crocs._clusterer as clusterer_module
+    from sklearn_crocs.nn import _net
 
     X, _, _ = synthetic
+    monkeypatch.setattr(_net, "_MAX_INFERENCE_BATCH", 16)  # several batches in X
     batch = fitted.net_._inference_batch_size()
     assert 5 * batch // 4 < len(X)
     monkeypatch.setattr(clusterer_module, "_CHUNK_BYTES", 4 * X[0].size * (5 * batch // 4))
