@@ -13,8 +13,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 RUN = "cpu-2026-11-27"
-# The plot directive runs this from its own directory, without __file__.
-ROOT = Path(globals().get("__file__", "performance_chart.py")).resolve().parents[2]
+# The plot directive runs this without __file__: find the repository upwards.
+ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "benchmarks" / "results").is_dir())
 
 
 def _number(text):
