@@ -14,6 +14,8 @@ __all__ = ["half_squared_norms", "top_k"]
 # search, whatever the size of the database; fewer, larger products ran faster
 # than blocks of 16,384 rows (benchmarks/RESULTS.md).
 _BLOCK_ROWS = 65536
+# Rows per chunk whose maximum is taken before the top k are selected (see _largest).
+_CHUNK = 64
 
 
 def half_squared_norms(database, *, block_rows=_BLOCK_ROWS):
@@ -46,10 +48,11 @@ def top_k(queries, database, k, *, block_rows=_BLOCK_ROWS, half_sq_norms=None):
     The database is read ``block_rows`` rows at a time, so that memory does
     not grow with it and a memory map is never loaded whole. For each block,
     one float32 matrix product gives ``q . e - |e|^2 / 2`` for every query
-    ``q`` and row ``e`` (the nearer the row, the larger), :func:`torch.topk`
-    the block's ``k`` largest, and these are merged with the best so far.
-    Equal scores go to the lower index, so the rows chosen do not depend on
-    how :func:`torch.topk` orders ties. Rows are thus chosen as by a float32
+    ``q`` and row ``e`` (the nearer the row, the larger), the block's ``k``
+    largest are selected among the chunks of 64 rows of largest maxima, and
+    these are merged with the best so far. Equal scores go to the lower
+    index, so the rows chosen do not depend on how :func:`torch.topk`
+    orders ties. Rows are thus chosen as by a float32
     brute-force search: rows whose squared distances to a query differ by
     less than float32 rounding (about 1e-7 for unit vectors) may swap places
     at the ``k``-th position. The distances of the rows chosen are then
@@ -97,24 +100,26 @@ def top_k(queries, database, k, *, block_rows=_BLOCK_ROWS, half_sq_norms=None):
     queries = np.asarray(queries)
     n_queries, n_samples = len(queries), len(database)
     k = min(k, n_samples)
-    query_block = torch.tensor(queries, dtype=torch.float32)  # a copy: never a read-only view
+    # Queries as columns: the product of a block (rows x features) with them
+    # runs on all of torch's threads, where queries x block.T leaves one idle.
+    query_columns = torch.tensor(queries, dtype=torch.float32).T.contiguous()
     best_scores = torch.empty((n_queries, 0))
     best_indices = torch.empty((n_queries, 0), dtype=torch.int64)
     for start in range(0, n_samples if k > 0 else 0, block_rows):
         block = _block(database, start, block_rows)
         # q . e - |e|^2 / 2 = (|q|^2 - |q - e|^2) / 2: the nearer the row, the larger.
         if isinstance(half_sq_norms, float):  # equal norms: the products rank alike
-            scores = torch.mm(query_block, block.T)
+            scores = torch.mm(block, query_columns)
         else:
             if half_sq_norms is None:
                 norms = _half_sq_norms(block)
             else:
                 norms = torch.from_numpy(np.asarray(half_sq_norms[start : start + block_rows]))
-            scores = torch.addmm(norms, query_block, block.T)
-        columns = _largest(scores, k)
+            scores = torch.addmm(norms[:, None], block, query_columns)
+        rows = _largest(scores, k)
         best_scores, best_indices = _best(
-            torch.cat([best_scores, scores.gather(1, columns)], dim=1),
-            torch.cat([best_indices, columns + start], dim=1),
+            torch.cat([best_scores, scores.T.gather(1, rows)], dim=1),
+            torch.cat([best_indices, rows + start], dim=1),
             k,
         )
     indices = best_indices.numpy()
@@ -124,18 +129,41 @@ def top_k(queries, database, k, *, block_rows=_BLOCK_ROWS, half_sq_norms=None):
 
 
 def _largest(scores, k):
-    """Columns of the ``k`` largest scores of each row, equal scores to the lower column."""
-    values, columns = torch.topk(scores, min(k + 1, scores.shape[1]), dim=1)
-    if scores.shape[1] <= k:
-        return columns
-    # torch.topk takes any of the columns tied with the k-th largest score:
-    # the (rare) rows where the (k+1)-th ties with it are sorted, stably.
-    columns = columns[:, :k]
-    cut = values[:, k - 1] == values[:, k]
-    if cut.any():
-        ranked = torch.sort(scores[cut], dim=1, descending=True, stable=True).indices
-        columns[cut] = ranked[:, :k]
-    return columns
+    """Rows of the ``k`` largest scores of each column of ``scores`` (rows x queries).
+
+    Returns shape ``(n_queries, k)``; equal scores go to the lower row. The
+    rows are cut into chunks of ``_CHUNK``: a query's ``k`` largest scores
+    lie in its ``k`` chunks of largest maxima (each of the others has ``k``
+    chunks, so ``k`` scores, above its maximum), so one pass of maxima and a
+    selection among ``k * _CHUNK`` candidates replace a selection over all rows.
+    """
+    n_rows, n_queries = scores.shape
+    n_chunks = n_rows // _CHUNK
+    if n_chunks <= k:
+        return _select(scores.T, torch.arange(n_rows).expand(n_queries, n_rows), k)
+    maxima = scores[: n_chunks * _CHUNK].view(n_chunks, _CHUNK, n_queries).amax(dim=1).T
+    values, chunks = torch.topk(maxima, k + 1, dim=1)
+    # A chunk tied with the k-th largest maximum may hold a lower row of equal
+    # score: those (rare) queries choose among all rows.
+    tied = values[:, k - 1] == values[:, k]
+    offsets = torch.arange(_CHUNK)
+    candidates = (chunks[:, :k].sort(dim=1).values[:, :, None] * _CHUNK + offsets).flatten(1)
+    tail = torch.arange(n_chunks * _CHUNK, n_rows)  # rows after the last whole chunk
+    candidates = torch.cat([candidates, tail.expand(n_queries, len(tail))], dim=1)
+    out = _select(scores.T, candidates, k)
+    if tied.any():
+        out[tied] = _select(scores.T[tied], torch.arange(n_rows).expand(int(tied.sum()), n_rows), k)
+    return out
+
+
+def _select(scores, candidates, k):
+    """Of each row's ``candidates`` (increasing columns of ``scores``), the ``k`` of largest score.
+
+    Equal scores go to the lower column: a stable sort keeps the candidates' order.
+    """
+    values = scores.gather(1, candidates)
+    order = torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
+    return candidates.gather(1, order)
 
 
 def _best(scores, indices, k):

@@ -31,7 +31,7 @@ def _unit_rows(rng, n, d, dtype=np.float32):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _exact_vectors():
+def _exact_vectors(n_samples=57):
     """Unit vectors whose products are exact in float32 (multiples of 1/4): many ties."""
     base = np.array(
         [
@@ -45,7 +45,7 @@ def _exact_vectors():
         dtype=np.float32,
     )
     rng = np.random.RandomState(0)
-    database = base[rng.randint(len(base), size=57)]
+    database = base[rng.randint(len(base), size=n_samples)]
     queries = np.vstack([base, [[0, 0, 1, 0], [-1, 0, 0, 0]]]).astype(np.float32)
     return queries, database
 
@@ -59,6 +59,16 @@ def test_ties_go_to_the_lower_index_whatever_the_blocks(k, block_rows):
     _assert_same_neighbors(result, _brute_force(queries, database, k), rtol=0)
 
 
+@pytest.mark.parametrize("k", [1, 3, 10])
+@pytest.mark.parametrize("block_rows", [700, 2000, 16384])
+def test_ties_in_blocks_of_many_chunks(k, block_rows):
+    # Blocks of more than k chunks of 64 rows, every chunk maximum tied: the
+    # selection among all rows; and a trailing partial chunk.
+    queries, database = _exact_vectors(n_samples=2000)
+    result = top_k(queries, database, k, block_rows=block_rows)
+    _assert_same_neighbors(result, _brute_force(queries, database, k), rtol=0)
+
+
 @pytest.mark.parametrize("k", [1, 10, 499, 500, 501])
 @pytest.mark.parametrize("block_rows", [1, 7, 100, 500, 16384])
 def test_random_unit_vectors_match_brute_force(k, block_rows):
@@ -67,6 +77,31 @@ def test_random_unit_vectors_match_brute_force(k, block_rows):
     distances, indices = top_k(queries, database, k, block_rows=block_rows)
     assert distances.shape == indices.shape == (9, min(k, 500))
     _assert_same_neighbors((distances, indices), _brute_force(queries, database, k))
+
+
+@pytest.mark.parametrize("k", [1, 5, 10])
+@pytest.mark.parametrize("block_rows", [1000, 4096])
+def test_selection_among_the_chunks_of_largest_maxima(k, block_rows):
+    # Distinct scores, blocks of many chunks: the candidates are the rows of
+    # the k chunks of largest maxima, plus the block's trailing partial chunk.
+    rng = np.random.default_rng(2)
+    database, queries = _unit_rows(rng, 5000, 16), _unit_rows(rng, 7, 16)
+    queries = np.vstack([queries, database[[4999, 64, 3000]]])  # in the tail, chunk edges
+    result = top_k(queries, database, k, block_rows=block_rows)
+    _assert_same_neighbors(result, _brute_force(queries, database, k))
+
+
+def test_equal_rows_in_chunks_of_different_maxima_go_to_the_lower_index():
+    # Row 4000 is the query; an equal pair near it sits in that chunk (row
+    # 4001) and in chunk 0 (row 50), whose maximum is lower: the second
+    # nearest is row 50.
+    rng = np.random.default_rng(3)
+    database = _unit_rows(rng, 5000, 16)
+    near = database[4000] + 0.05 * rng.standard_normal(16).astype(np.float32)
+    database[[50, 4001]] = near / np.linalg.norm(near)
+    result = top_k(database[[4000]], database, 2)
+    np.testing.assert_array_equal(result[1], [[4000, 50]])
+    _assert_same_neighbors(result, _brute_force(database[[4000]], database, 2))
 
 
 def test_float64_input_gets_float64_distances():
