@@ -19,15 +19,17 @@ Cases, each measured in its own process on the same random data:
 
 Embedding compares ``transform`` with the reference layers' forward pass in
 ``torch.no_grad`` over a DataLoader of batch 256, the training batch; where
-``transform`` runs in smaller batches (it keeps each batch's largest
-activation within 16 MiB, in the CPU caches), the reference also runs in
-those, to show what the batch size alone gives. Throughput is frames per second (median and
+``transform`` runs in other batches (up to 1024 frames, each batch's largest
+activation within 8 MiB), the reference also runs in those, to show what
+the batch size alone gives. Throughput is frames per second (median and
 inter-quartile range over repeats), also given as GFLOP/s (the model's FLOPs per
 frame, counted by ``torch.utils.flop_counter``) and as a share of a float32
 matrix product's GFLOP/s measured in the same run, the machine's practical
 peak; memory is the process's peak RSS. The cases
-take turns (one timed call of each per round, each in a fresh process after
-an untimed warm-up), so that a machine whose speed drifts during the run,
+take turns (each in a fresh process, after an untimed warm-up: one timed
+call of ``fit`` per round, three of an embedding pass, which is short
+enough for a whole process to run at one speed: on shared virtual machines
+some processes run at half speed throughout), so that a machine whose speed drifts during the run,
 as shared virtual machines do, slows all cases alike; "vs reference" (and the
 estimator overhead) is the median over rounds of the ratio within each round.
 
@@ -374,7 +376,9 @@ def main(argv=None):
         cases = [("embed", dict(common, estimator=False)), ("embed", dict(common, estimator=True))]
         if batch != 256:
             cases.append(("embed", dict(common, estimator=False, batch_size=batch)))
-        ref_fwd, est_fwd, *ref_same_batch = run_rounds("bench_training", cases, repeats)
+        ref_fwd, est_fwd, *ref_same_batch = run_rounds(
+            "bench_training", cases, repeats, repeats=1 if args.quick else 3
+        )
         forward = {"flops": forward_flops, "peak": peak}
         rows = [
             _row("reference layers, no_grad + DataLoader", ref_fwd, ref_fwd, **forward),

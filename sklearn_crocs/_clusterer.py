@@ -123,12 +123,13 @@ class CROCSClusterer(
         Number of passes over the training data (the most, with early
         stopping).
     batch_size : int, default=128
-        Mini-batch size (paper: 256 on Chapman, 128 on PTB-XL). Inference
-        (``transform``, ``predict``, validation) uses batches of at most this
-        size, and on CPU fewer where a batch's largest intermediate tensor
-        would exceed 16 MiB (52 frames for the ResNet on 12-lead 2500-sample
-        frames), which keeps it in the CPU caches; outputs do not depend on it
-        (up to float rounding).
+        Mini-batch size of training (paper: 256 on Chapman, 128 on PTB-XL).
+        Inference (``transform``, ``predict``, validation) runs on CPU in
+        batches of as many frames (at most 1024) as keep a batch's largest
+        intermediate tensor within 8 MiB (52 frames for the ResNet on 12-lead
+        2500-sample frames, 630 for the paper's CNN on 2500 samples), and in
+        batches of ``batch_size`` on other devices; outputs do not depend on
+        it (up to float rounding).
     lr : float, default=1e-3
         Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL; those
         need many more epochs than a small dataset offers).

@@ -263,10 +263,11 @@ def test_inference_batches_sized_by_the_largest_activation(synthetic, monkeypatc
     X, y, _ = synthetic
     model = _model(encoder="resnet", encoder_params={"channels": (8, 16)}, max_epochs=1)
     model.fit(X, y)
-    # Small frames: as many as the cap allows, more than the training batch.
-    assert model.net_._inference_batch_size() == _net._MAX_INFERENCE_BATCH > model.batch_size
-    expected = model.transform(X)
+    # Small frames: more than the training batch, as many as fit the bound.
     per_frame = model.net_.module_.max_activation_size
+    fitting = min(_net._MAX_INFERENCE_BATCH, _net._ACTIVATION_BYTES // (4 * per_frame))
+    assert model.net_._inference_batch_size() == fitting > model.batch_size
+    expected = model.transform(X)
     monkeypatch.setattr(_net, "_ACTIVATION_BYTES", 5 * 4 * per_frame)
     assert model.net_._inference_batch_size() == 5
     batches = []

@@ -22,8 +22,11 @@ from torch.utils.data import Dataset
 __all__ = ["ArrayDataset", "CROCSNet"]
 
 # Inference batches are sized so that their largest intermediate tensor stays
-# within this many bytes (with predict_batch_size="auto", on CPU).
-_ACTIVATION_BYTES = 16 * 2**20
+# within this many bytes (with predict_batch_size="auto", on CPU). With 16 MiB,
+# glibc's allocator returned and re-mapped the buffers between batches in some
+# processes (70,000 page faults per 10,240 frames of the paper's CNN, 2-4x
+# slower); 8 MiB kept them mapped.
+_ACTIVATION_BYTES = 8 * 2**20
 # ... and hold at most this many samples (fewer Python steps per frame than
 # the training batch, for small models, without unbounded batches).
 _MAX_INFERENCE_BATCH = 1024
@@ -289,7 +292,7 @@ class CROCSNet(NeuralNet):
     predict_batch_size : int, "auto" or None, default=None
         Batch size for inference and validation. ``None`` means
         ``batch_size``; ``"auto"`` means, on CPU, as many samples (at most
-        1024) as keep a batch's largest intermediate tensor within 16 MiB,
+        1024) as keep a batch's largest intermediate tensor within 8 MiB,
         read from the module's ``max_activation_size`` attribute (elements
         per sample; the package's encoders have one), and ``batch_size`` on
         other devices or for modules without the attribute. Tensors that stay in the CPU caches make
