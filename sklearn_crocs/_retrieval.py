@@ -93,8 +93,8 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     -----
     The search reads the database block by block, so memory stays bounded
     however large the database: one float32 matrix product of each block
-    with the queries and :func:`torch.topk`, merged with the best rows so
-    far. Neighbours are chosen by these float32 scores (rows whose
+    with the queries, a selection of each query's best rows, merged with
+    the best rows so far. Neighbours are chosen by these float32 scores (rows whose
     distances to a query differ by less than float32 rounding may trade
     places at the ``n_neighbors``-th position); the distances returned are
     then computed directly, in float64, for the neighbours found. Equal

@@ -131,16 +131,17 @@ def top_k(queries, database, k, *, block_rows=_BLOCK_ROWS, half_sq_norms=None):
 def _largest(scores, k):
     """Rows of the ``k`` largest scores of each column of ``scores`` (rows x queries).
 
-    Returns shape ``(n_queries, k)``; equal scores go to the lower row. The
-    rows are cut into chunks of ``_CHUNK``: a query's ``k`` largest scores
-    lie in its ``k`` chunks of largest maxima (each of the others has ``k``
-    chunks, so ``k`` scores, above its maximum), so one pass of maxima and a
-    selection among ``k * _CHUNK`` candidates replace a selection over all rows.
+    Returns shape ``(n_queries, k)``; equal scores go to the lower row. In a
+    block of many rows, the rows are cut into chunks of ``_CHUNK``: a
+    query's ``k`` largest scores lie in its ``k`` chunks of largest maxima
+    (each of the others has ``k`` chunks, so ``k`` scores, above its
+    maximum), so one pass of maxima and a selection among ``k * _CHUNK``
+    candidates replace a selection over all rows.
     """
     n_rows, n_queries = scores.shape
     n_chunks = n_rows // _CHUNK
-    if n_chunks <= k:
-        return _select(scores.T, torch.arange(n_rows).expand(n_queries, n_rows), k)
+    if n_chunks < 16 * k:  # too few chunks for the maxima to pay for their steps
+        return _select(scores.T, k)
     maxima = scores[: n_chunks * _CHUNK].view(n_chunks, _CHUNK, n_queries).amax(dim=1).T
     values, chunks = torch.topk(maxima, k + 1, dim=1)
     # A chunk tied with the k-th largest maximum may hold a lower row of equal
@@ -150,20 +151,31 @@ def _largest(scores, k):
     candidates = (chunks[:, :k].sort(dim=1).values[:, :, None] * _CHUNK + offsets).flatten(1)
     tail = torch.arange(n_chunks * _CHUNK, n_rows)  # rows after the last whole chunk
     candidates = torch.cat([candidates, tail.expand(n_queries, len(tail))], dim=1)
-    out = _select(scores.T, candidates, k)
+    out = _select(scores.T, k, candidates)
     if tied.any():
-        out[tied] = _select(scores.T[tied], torch.arange(n_rows).expand(int(tied.sum()), n_rows), k)
+        out[tied] = _select(scores.T[tied], k)
     return out
 
 
-def _select(scores, candidates, k):
-    """Of each row's ``candidates`` (increasing columns of ``scores``), the ``k`` of largest score.
+def _select(scores, k, candidates=None):
+    """Columns of the ``k`` largest scores of each row, among ``candidates`` if given.
 
-    Equal scores go to the lower column: a stable sort keeps the candidates' order.
+    ``candidates`` (increasing columns of ``scores`` per row) defaults to
+    every column. Equal scores go to the lower column.
     """
-    values = scores.gather(1, candidates)
-    order = torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
-    return candidates.gather(1, order)
+    values = scores if candidates is None else scores.gather(1, candidates)
+    if values.shape[1] <= k:
+        order = torch.arange(values.shape[1]).expand(values.shape[0], -1)
+    else:
+        top, order = torch.topk(values, k + 1, dim=1)
+        order = order[:, :k]
+        # torch.topk takes any of the columns tied with the k-th largest
+        # score: the (rare) rows where the (k+1)-th ties with it are sorted, stably.
+        tied = top[:, k - 1] == top[:, k]
+        if tied.any():
+            ranked = torch.sort(values[tied], dim=1, descending=True, stable=True).indices
+            order[tied] = ranked[:, :k]
+    return order if candidates is None else candidates.gather(1, order)
 
 
 def _best(scores, indices, k):

@@ -60,11 +60,11 @@ def test_ties_go_to_the_lower_index_whatever_the_blocks(k, block_rows):
 
 
 @pytest.mark.parametrize("k", [1, 3, 10])
-@pytest.mark.parametrize("block_rows", [700, 2000, 16384])
+@pytest.mark.parametrize("block_rows", [700, 11000, 16384])
 def test_ties_in_blocks_of_many_chunks(k, block_rows):
-    # Blocks of more than k chunks of 64 rows, every chunk maximum tied: the
-    # selection among all rows; and a trailing partial chunk.
-    queries, database = _exact_vectors(n_samples=2000)
+    # Blocks of few and of many chunks of 64 rows, every chunk maximum tied:
+    # the selection among all rows; and a trailing partial chunk.
+    queries, database = _exact_vectors(n_samples=12000)
     result = top_k(queries, database, k, block_rows=block_rows)
     _assert_same_neighbors(result, _brute_force(queries, database, k), rtol=0)
 
@@ -80,13 +80,13 @@ def test_random_unit_vectors_match_brute_force(k, block_rows):
 
 
 @pytest.mark.parametrize("k", [1, 5, 10])
-@pytest.mark.parametrize("block_rows", [1000, 4096])
+@pytest.mark.parametrize("block_rows", [11000, 16384])
 def test_selection_among_the_chunks_of_largest_maxima(k, block_rows):
     # Distinct scores, blocks of many chunks: the candidates are the rows of
     # the k chunks of largest maxima, plus the block's trailing partial chunk.
     rng = np.random.default_rng(2)
-    database, queries = _unit_rows(rng, 5000, 16), _unit_rows(rng, 7, 16)
-    queries = np.vstack([queries, database[[4999, 64, 3000]]])  # in the tail, chunk edges
+    database, queries = _unit_rows(rng, 12000, 16), _unit_rows(rng, 7, 16)
+    queries = np.vstack([queries, database[[10999, 64, 11999]]])  # in tails, at a chunk edge
     result = top_k(queries, database, k, block_rows=block_rows)
     _assert_same_neighbors(result, _brute_force(queries, database, k))
 
