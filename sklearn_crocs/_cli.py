@@ -352,6 +352,11 @@ def _find_column(columns, name, where):
     return by_lower[name.lower()]
 
 
+def _text(value):
+    """A header or CSV value as stripped text; None where empty or missing."""
+    return (value.strip() or None) if isinstance(value, str) else None
+
+
 def _record_attributes(args, data):
     """The requested attributes of each record as written (NaN where unknown)."""
     if args.labels is None:
@@ -382,7 +387,7 @@ def _record_attributes(args, data):
         elif name.lower() == "age":
             column = column.map(parse_age)
         else:
-            column = column.where(column.astype(str).str.strip() != "")
+            column = column.map(_text)
         values[name] = column.to_numpy(dtype=object)
     return pd.DataFrame(values)
 
