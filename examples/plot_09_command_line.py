@@ -74,11 +74,11 @@ def sklearn_crocs(command):
 # Train
 # -----
 # Rhythm (the class), sex and age quartiles from the header comments; each
-# record resampled to 250 Hz and cut into two 5-s frames. ``--quiet`` leaves
+# record resampled to 100 Hz and cut into two 5-s frames. ``--quiet`` leaves
 # out the progress bars and the per-epoch lines.
 sklearn_crocs(
-    "fit labelled --attributes rhythm,sex,age --model model --frame-length 1250 "
-    "--max-epochs 30 --quiet"
+    "fit labelled --attributes rhythm,sex,age --model model --fs 100 --frame-length 500 "
+    "--max-epochs 20 --quiet"
 )
 
 # %%

@@ -328,7 +328,9 @@ def _read_folder(args, *, fs, leads, frame_length, normalize):
         raise CommandError(f"no record of {folder} is long enough for one frame.")
     kept = np.flatnonzero(long_enough)
     data.record_names = data.record_names[kept]
-    data.attributes = data.attributes.iloc[kept].reset_index(drop=True)
+    # Records without header comments give no row: reindex gives them an empty one.
+    attributes = data.attributes.reindex(range(len(long_enough)))
+    data.attributes = attributes.iloc[kept].reset_index(drop=True)
     frames, _, frame_record = make_frames(
         [data.data[i] for i in kept], frame_length, groups=np.arange(len(kept))
     )
@@ -424,9 +426,10 @@ def _fit(args):
             encoder = AgeGroupEncoder(n_groups=args.age_groups).fit(y[[name]].astype(float))
             groups = encoder.transform(y[[name]].astype(float)).ravel()
             y[name] = pd.Categorical(groups, categories=encoder.labels_)
+            # The inner edges only: the outer ones are the youngest and oldest ages.
             age_groups[name] = {
                 "labels": list(encoder.labels_),
-                "edges": encoder.bin_edges_.tolist(),
+                "edges": encoder.bin_edges_[1:-1].tolist(),
             }
     rows = np.flatnonzero(np.isin(frame_record, labelled))
     # Record number among the labelled ones, for each frame.
@@ -575,10 +578,29 @@ def _model_query(pairs, model):
     return query
 
 
+def _check_queries(queries, model):
+    """Refuse, before any record is read, the queries that the retriever does not take."""
+    names = list(model.attribute_names_)
+    blank = np.zeros((1, *model.input_shape_), dtype=np.float32)
+    probe = PrototypeRetriever(model).fit(blank)
+    for query in queries:
+        try:
+            probe.kneighbors(query, n_neighbors=1)
+        except ValueError as exc:
+            if len(query) == len(names):
+                raise
+            raise CommandError(
+                f"--query names {', '.join(query)} only, and this version of "
+                f"sklearn-crocs needs a value for every attribute: {', '.join(names)} "
+                f"({exc})"
+            ) from exc
+
+
 def _search(args):
     out = _check_output(args.out, args.force)
     model, settings = _load_model(args)
     queries = [_model_query(pairs, model) for pairs in args.query or []]
+    _check_queries(queries, model)
     data, frames, frame_record = _read_for_model(args, settings)
     bar = progress(None, verbose=not args.quiet, desc="embed", total=len(frames), unit="frame")
     with bar:
@@ -591,18 +613,7 @@ def _search(args):
     names = list(model.attribute_names_)
     if queries:
         labels = [",".join(f"{n}={v}" for n, v in q.items()) for q in queries]
-        results = []
-        for query in queries:
-            try:
-                results.append(retriever.kneighbors(query, n_neighbors=n_frames))
-            except ValueError as exc:
-                if len(query) == len(names):
-                    raise
-                raise CommandError(
-                    f"--query names {', '.join(query)} only, and this version of "
-                    f"sklearn-crocs needs a value for every attribute: {', '.join(names)} "
-                    f"({exc})"
-                ) from exc
+        results = [retriever.kneighbors(query, n_neighbors=n_frames) for query in queries]
         distances = np.concatenate([d for d, _ in results])
         indices = np.concatenate([i for _, i in results])
     else:
