@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import __version__
 from ._clusterer import CROCSClusterer
 from .datasets import load_ludb_instances, load_ptbxl_sample_frames
 from .metrics import evaluate_prototypes
@@ -57,7 +58,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m sklearn_crocs",
         description="Train CROCS on bundled real ECGs and evaluate it on held-out patients.",
+        epilog="For a folder of your own WFDB records: sklearn-crocs fit, predict and "
+        "search (see sklearn-crocs fit --help).",
     )
+    parser.add_argument("--version", action="version", version=f"sklearn-crocs {__version__}")
     parser.add_argument(
         "--dataset",
         choices=["ptbxl", "ludb"],
