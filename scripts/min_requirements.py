@@ -11,8 +11,9 @@ Usage: ``python scripts/min_requirements.py [--output FILE] [EXTRA ...]``
 import argparse
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 SKIP = {"torch"}
 
