@@ -55,12 +55,12 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         learned clinical prototypes (CP CROCS), one for every combination, or
         the mean training embedding of each combination (TP CROCS), which
         exists only for combinations with training ECGs.
-    partial : {"min", "mean"}, default="min"
+    partial : {"mean", "min"}, default="mean"
         How a query that leaves attributes unspecified (``{"sex": "F"}``, any
         class and age) is searched: by the prototypes of every combination
-        that matches it. ``"min"``: an ECG's distance to the query is its
-        distance to the nearest of them; ``"mean"``: its distance to their
-        mean direction (the L2-normalised mean prototype). See
+        that matches it. ``"mean"``: an ECG's distance to the query is its
+        distance to their mean direction (the L2-normalised mean prototype);
+        ``"min"``: its distance to the nearest of them. See
         :ref:`partial_queries` for what each measured.
     batch_size : int, default=1024
         ECGs embedded at a time: ``fit`` reads the database in slices of this
@@ -146,7 +146,7 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         "estimator": [HasMethods(["fit", "transform"])],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "query": [StrOptions({"learned", "mean"})],
-        "partial": [StrOptions({"min", "mean"})],
+        "partial": [StrOptions({"mean", "min"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
     }
@@ -157,7 +157,7 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         *,
         n_neighbors=10,
         query="learned",
-        partial="min",
+        partial="mean",
         batch_size=1024,
         verbose=0,
     ):

@@ -197,7 +197,7 @@ class CROCSLoss(nn.Module):
     >>> partial = CROCSLoss(combos, embedding_dim=8, partial_combinations=[[1, -1]])
     >>> partial.weights[4].tolist()
     [0.0, 0.0, 0.5, 0.5]
-    >>> bool(partial(embeddings, torch.tensor([4, 0])) > 0)
+    >>> bool(partial(embeddings[:2], torch.tensor([4, 0])) > 0)
     True
     """
 
