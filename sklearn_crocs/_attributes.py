@@ -110,8 +110,11 @@ def joint_codes(labels_true, labels_pred):
     return codes[:n], codes[n:]
 
 
-def _read(y, n_samples=None, names=None):
-    """``(frame, layout)``: ``y`` checked, one column per attribute, named ``names`` if given."""
+def _read(y, n_samples=None, names=None, *, allow_missing=False):
+    """``(frame, layout)``: ``y`` checked, one column per attribute, named ``names`` if given.
+
+    Missing values (NaN, None, pd.NA) raise a ValueError unless ``allow_missing``.
+    """
     if y is None:
         raise ValueError(
             "CROCS requires y to be passed, but the target y is None. Pass the attributes "
@@ -130,7 +133,7 @@ def _read(y, n_samples=None, names=None):
     if n_samples is not None and len(frame) != n_samples:
         check_consistent_length(np.empty(n_samples), frame)
     missing = frame.isna().sum()
-    if missing.any():
+    if missing.any() and not allow_missing:
         bad = ", ".join(f"{k!r} ({v})" for k, v in missing[missing > 0].items())
         raise ValueError(
             f"y contains missing values (NaN or None) in attribute(s) {bad}. "
@@ -152,7 +155,8 @@ class AttributeCodec:
     categorical column (only those seen in ``y``). The combinations of
     values are numbered with the last attribute varying fastest:
     combination ``i`` has the value codes ``combinations[i]`` and the values
-    ``values[i]``.
+    ``values[i]``. A missing value (where a method allows one) has the code
+    ``-1``: it is never a category, so no combination holds it.
 
     Parameters
     ----------
@@ -200,16 +204,29 @@ class AttributeCodec:
             self.values[:, j] = column
 
     @classmethod
-    def fit(cls, y, n_samples):
-        """Learn the attributes of ``y``, the targets of ``n_samples`` ECGs."""
-        frame, layout = _read(y, n_samples)
-        try:
-            observed = OrdinalEncoder().fit(frame).categories_
-        except TypeError as exc:
-            raise TypeError(
-                "Each attribute in y must hold values of one type (all strings or "
-                f"all numbers): {exc}"
-            ) from exc
+    def fit(cls, y, n_samples, *, allow_missing=False):
+        """Learn the attributes of ``y``, the targets of ``n_samples`` ECGs.
+
+        With ``allow_missing``, ``y`` may hold missing values (NaN, None,
+        pd.NA); the categories are the values seen, never "missing".
+        """
+        frame, layout = _read(y, n_samples, allow_missing=allow_missing)
+        observed = []
+        for name in frame.columns:
+            if not frame[name].notna().any():
+                raise ValueError(
+                    f"Attribute {name!r} has no known value in y: every value is missing. "
+                    "Drop that attribute from y."
+                )
+            try:
+                # One column at a time, without its missing values.
+                seen = OrdinalEncoder().fit(frame[[name]].dropna()).categories_[0]
+            except TypeError as exc:
+                raise TypeError(
+                    "Each attribute in y must hold values of one type (all strings or "
+                    f"all numbers): {exc}"
+                ) from exc
+            observed.append(seen)
         # Values are sorted, except in pandas categorical columns, whose declared
         # order (e.g. age groups from young to old) is kept.
         categories = [
@@ -220,25 +237,68 @@ class AttributeCodec:
         ]
         return cls(frame.columns, categories, frame.dtypes, layout)
 
+    def position(self, attribute, what="attribute"):
+        """Column of ``attribute``, a name or a position; ``what`` names it in errors."""
+        if isinstance(attribute, str):
+            if attribute not in self.names:
+                raise ValueError(
+                    f"{what}={attribute!r} is not an attribute of y; attributes: {self.names}."
+                )
+            return self.names.index(attribute)
+        if not isinstance(attribute, (int, np.integer)) or isinstance(attribute, bool):
+            raise TypeError(f"{what} must be an attribute name or position; got {attribute!r}.")
+        if not 0 <= attribute < len(self.names):
+            raise ValueError(
+                f"{what}={attribute} but y has only {len(self.names)} attribute(s): {self.names}."
+            )
+        return int(attribute)
+
     def read(self, y, n_samples=None):
         """``y`` as a DataFrame with the fitted attribute names; arrays are matched by position."""
         return _read(y, n_samples, self.names)[0]
 
-    def encode(self, y, n_samples=None):
-        """Combination number of each row of ``y``; values not seen in fit raise a ValueError."""
-        frame = self.read(y, n_samples)
+    def codes(self, y, n_samples=None, *, allow_missing=False):
+        """Value code of each attribute of each row of ``y``: shape (n_samples, n_attributes).
+
+        Code ``j`` of attribute ``a`` is ``categories[a][j]``; a missing value
+        (allowed only with ``allow_missing``) gets ``-1``. Values not seen in
+        fit raise a ValueError.
+        """
+        frame = _read(y, n_samples, self.names, allow_missing=allow_missing)[0]
         codes = np.empty(frame.shape, dtype=np.intp)
         for j, (name, cats) in enumerate(zip(self.names, self.categories)):
             column = np.asarray(frame[name], dtype=object)
             codes[:, j] = pd.Index(cats).get_indexer(column)
-            unknown = sorted(set(column[codes[:, j] < 0]), key=str)
+            missing = frame[name].isna().to_numpy()
+            codes[missing, j] = -1
+            unknown = sorted(set(column[(codes[:, j] < 0) & ~missing]), key=str)
             if unknown:
                 raise ValueError(
                     f"Attribute {name!r} has values {[_python_value(v) for v in unknown]} "
                     "that were not seen in fit; known values: "
                     f"{[_python_value(v) for v in cats]}."
                 )
-        return np.ravel_multi_index(codes.T, self.shape)
+        return codes
+
+    def encode(self, y, n_samples=None):
+        """Combination number of each row of ``y``; values not seen in fit raise a ValueError."""
+        return np.ravel_multi_index(self.codes(y, n_samples).T, self.shape)
+
+    def encode_partial(self, y, n_samples=None):
+        """``(index, partial)``: the rows of ``y``, where values may be missing.
+
+        ``index[i]`` is the combination number of row ``i`` when all its
+        values are known, else ``len(combinations) + r``, where row ``r`` of
+        ``partial`` (shape (n_partial, n_attributes), one row per distinct
+        pattern) holds its value codes with ``-1`` for each missing value.
+        """
+        codes = self.codes(y, n_samples, allow_missing=True)
+        known = (codes >= 0).all(axis=1)
+        index = np.empty(len(codes), dtype=np.intp)
+        index[known] = np.ravel_multi_index(codes[known].T, self.shape)
+        partial, inverse = np.unique(codes[~known], axis=0, return_inverse=True)
+        index[~known] = len(self.combinations) + inverse.ravel()
+        return index, partial
 
     def decode(self, index):
         """Values of the combinations ``index``, in the layout and dtypes of ``y``."""

@@ -119,6 +119,15 @@ class CROCSClusterer(
     class_attribute : int or str, default=0
         Column (position or name) of ``y`` that holds the class attribute:
         ECGs are only attracted to prototypes of their own class.
+    missing : {"marginalise", "error"}, default="marginalise"
+        What ``fit`` does with missing values (NaN, None, ``pd.NA``) in
+        ``y``. ``"marginalise"``: an ECG whose attributes other than the
+        class are partly unknown is attracted to every prototype consistent
+        with its known ones (Eq. 2 with the unknown attributes summed out;
+        for ``loss="hard"``, the probability summed over those prototypes),
+        see :ref:`missing_attributes`; a missing class raises a
+        ``ValueError``. ``"error"``: any missing value raises a
+        ``ValueError``. Prediction is the same either way.
     max_epochs : int, default=40
         Number of passes over the training data (the most, with early
         stopping).
@@ -194,7 +203,8 @@ class CROCSClusterer(
         Attribute values of each row of ``prototypes_``, in the original label
         values (object dtype when attributes have different types).
     prototype_counts_ : ndarray of shape (n_prototypes,)
-        Number of training ECGs with each prototype's attribute combination.
+        Number of training ECGs with each prototype's attribute combination
+        (ECGs with a missing attribute are not counted).
     attribute_names_ : list of str
         Names of the attributes: the columns of a DataFrame ``y``, the name of
         a Series, or ``"attribute_0"``, ``"attribute_1"``, ...
@@ -278,6 +288,7 @@ class CROCSClusterer(
         "reg_reduction": [StrOptions({"sum", "mean"})],
         "prototypes": [StrOptions({"learned", "mean"})],
         "class_attribute": [Interval(Integral, 0, None, closed="left"), str],
+        "missing": [StrOptions({"marginalise", "error"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "lr": [Interval(Real, 0, None, closed="neither")],
@@ -304,6 +315,7 @@ class CROCSClusterer(
         reg_reduction="mean",
         prototypes="learned",
         class_attribute=0,
+        missing="marginalise",
         max_epochs=40,
         batch_size=128,
         lr=1e-3,
@@ -327,6 +339,7 @@ class CROCSClusterer(
         self.reg_reduction = reg_reduction
         self.prototypes = prototypes
         self.class_attribute = class_attribute
+        self.missing = missing
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr
@@ -379,24 +392,36 @@ class CROCSClusterer(
         return X.reshape(X.shape[0], *self.input_shape_)
 
     def _fit_attributes(self, y, n_samples):
-        """Learn the attributes of y; return each sample's combination number."""
-        codec = self.attribute_codec_ = AttributeCodec.fit(y, n_samples)
+        """Learn the attributes of y; return ``(target, classes, partial)``.
+
+        ``target[i]``: the combination number of ECG ``i``, or, when some of
+        its attributes are missing, ``n_combinations + r`` for row ``r`` of
+        ``partial`` (value codes, ``-1`` where missing); ``classes[i]``: its
+        class code.
+        """
+        codec = self.attribute_codec_ = AttributeCodec.fit(
+            y, n_samples, allow_missing=self.missing == "marginalise"
+        )
         names = codec.names
-        if isinstance(self.class_attribute, str):
-            if self.class_attribute not in names:
-                raise ValueError(
-                    f"class_attribute={self.class_attribute!r} is not an attribute "
-                    f"of y; attributes: {names}."
-                )
-            self._class_index = names.index(self.class_attribute)
-        else:
-            if self.class_attribute >= len(names):
-                raise ValueError(
-                    f"class_attribute={self.class_attribute} but y has only "
-                    f"{len(names)} attribute(s)."
-                )
-            self._class_index = int(self.class_attribute)
-        return codec.encode(y)
+        self._class_index = codec.position(self.class_attribute, "class_attribute")
+        target, partial = codec.encode_partial(y)
+        codes = np.vstack([codec.combinations, partial])[target]
+        unlabelled = (codes < 0).all(axis=1)
+        if unlabelled.any():
+            raise ValueError(
+                f"{unlabelled.sum()} ECG(s) of y have every attribute missing (rows "
+                f"{_first_rows(unlabelled)}). Training on unlabelled ECGs (semi-supervised) is "
+                "not supported yet: remove those ECGs from X and y."
+            )
+        no_class = codes[:, self._class_index] < 0
+        if no_class.any():
+            raise ValueError(
+                f"{no_class.sum()} ECG(s) of y have no value for the class attribute "
+                f"{names[self._class_index]!r} (rows {_first_rows(no_class)}). "
+                "missing='marginalise' sums out the other attributes only: remove those ECGs "
+                "or fill in their class."
+            )
+        return target, codes[:, self._class_index], partial
 
     @property
     def attribute_names_(self):
@@ -407,7 +432,7 @@ class CROCSClusterer(
         return self.attribute_codec_.categories
 
     # ---------------------------------------------------------------- fitting
-    def _build_net(self, n_leads, n_timepoints, seed, valid_dataset):
+    def _build_net(self, n_leads, n_timepoints, seed, valid_dataset, partial_combinations=None):
         if isinstance(self.encoder, str):
             encoder = _ENCODERS[self.encoder]
         elif issubclass(self.encoder, nn.Module):
@@ -468,6 +493,7 @@ class CROCSClusterer(
             criterion__beta=self.beta,
             criterion__loss=self.loss,
             criterion__reg_reduction=self.reg_reduction,
+            criterion__partial_combinations=partial_combinations,
             optimizer=torch.optim.Adam,
             optimizer__fused=_fused_adam_supported(self.device),
             lr=self.lr,
@@ -484,7 +510,7 @@ class CROCSClusterer(
             augment=augment,
         )
 
-    def _split(self, n_samples, groups, seed, combination):
+    def _split(self, n_samples, groups, seed, classes):
         """Train and validation indices, keeping each group on one side.
 
         The split is stratified by the class attribute, so that the
@@ -514,7 +540,7 @@ class CROCSClusterer(
 
         train, _, valid = patient_split(
             groups,
-            stratify=self.attribute_codec_.combinations[combination, self._class_index],
+            stratify=classes,
             val_size=0.0,
             test_size=self.validation_fraction,
             random_state=seed,
@@ -537,7 +563,7 @@ class CROCSClusterer(
             )
         X = self._validate_signals(X, reset=True)
         n_samples = X.shape[0]
-        combination = self._fit_attributes(y, n_samples)
+        target, classes, partial = self._fit_attributes(y, n_samples)
         encoder = _ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
         size = activation_size(
             encoder, *self.input_shape_, self.embedding_dim, self.encoder_params or {}
@@ -551,20 +577,23 @@ class CROCSClusterer(
             seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
         else:
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
-        train, valid = self._split(n_samples, groups, seed, combination)
+        train, valid = self._split(n_samples, groups, seed, classes)
         valid_dataset = None
         if valid is not None:
-            valid_dataset = ArrayDataset(X[valid], combination[valid])
+            valid_dataset = ArrayDataset(X[valid], target[valid])
 
         device = torch.device(self.device)
         fork_devices = [device] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=fork_devices):
             torch.manual_seed(seed)
-            net = self._build_net(*self.input_shape_, seed, valid_dataset)
+            # Rows of y with missing values only: with none, the loss is unchanged.
+            net = self._build_net(
+                *self.input_shape_, seed, valid_dataset, partial if len(partial) else None
+            )
             if valid is None:
-                net.fit(X, combination)
+                net.fit(X, target)
             else:
-                net.fit(X[train], combination[train])
+                net.fit(X[train], target[train])
         # predefined_split holds the validation ECGs: a fitted model (and so any
         # file it is saved to) must not carry training data.
         net.train_split = None
@@ -574,9 +603,12 @@ class CROCSClusterer(
         embeddings = self._embed(X)
         learned = F.normalize(net.criterion_.prototypes.detach().float(), dim=1)
         self._learned_prototypes = learned.cpu().numpy()
-        counts = np.bincount(combination, minlength=len(self.attribute_codec_.combinations))
+        # Mean prototypes and counts come from the ECGs whose attributes are all known.
+        n_combinations = len(self.attribute_codec_.combinations)
+        known = target < n_combinations
+        counts = np.bincount(target[known], minlength=n_combinations)
         sums = torch.zeros(len(counts), embeddings.shape[1]).index_add_(
-            0, torch.from_numpy(combination), torch.from_numpy(embeddings)
+            0, torch.from_numpy(target[known]), torch.from_numpy(embeddings[known])
         )
         means = F.normalize(sums, dim=1).numpy()
         means[counts == 0] = np.nan
@@ -621,7 +653,9 @@ class CROCSClusterer(
         y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
             Discrete attributes of each ECG, for example class, sex and age
             group. Values may be of any hashable type; the columns of a
-            DataFrame name the attributes.
+            DataFrame name the attributes. With ``missing="marginalise"``,
+            attributes other than the class may be missing (NaN, None,
+            ``pd.NA``).
         groups : array-like of shape (n_samples,), default=None
             Patient of each ECG. The internal validation split keeps all ECGs
             of a patient on the same side, stratified by the class attribute.
@@ -769,21 +803,55 @@ class CROCSClusterer(
         check_is_fitted(self, "net_")
         return self._embed_input(X)
 
-    def predict_proba(self, X):
-        """Softmax over prototype similarities ``cos(v, p) / tau_s``.
+    def predict_proba(self, X, attribute=None):
+        """Softmax over prototype similarities ``cos(v, p) / tau_s``, or one attribute's marginal.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
             ECG signals.
+        attribute : str or int, default=None
+            ``None``: the probability of each prototype. The name or position
+            of an attribute: the probability of each of its values, the sum
+            of the prototype probabilities over the other attributes.
 
         Returns
         -------
-        proba : ndarray of shape (n_samples, n_prototypes)
-            Column ``j`` belongs to row ``j`` of ``prototype_attributes_``.
+        proba : ndarray of shape (n_samples, n_prototypes) or (n_samples, n_values)
+            Without ``attribute``, column ``j`` belongs to row ``j`` of
+            ``prototype_attributes_``; with it, column ``k`` to the value
+            ``categories_[a][k]`` of attribute ``a``, in its declared order.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import pandas as pd
+        >>> from sklearn_crocs import CROCSClusterer
+        >>> rng = np.random.RandomState(0)
+        >>> y = pd.DataFrame({"rhythm": rng.choice(["AFIB", "SR"], 40),
+        ...                   "age": rng.choice(["<60", "60-70", ">70"], 40)})
+        >>> y["age"] = pd.Categorical(y["age"], categories=["<60", "60-70", ">70"])
+        >>> X = rng.randn(40, 400)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        random_state=0).fit(X, y)
+        >>> model.predict_proba(X[:2]).shape
+        (2, 6)
+        >>> marginal = model.predict_proba(X[:2], attribute="age")
+        >>> marginal.shape, model.categories_[1].tolist()
+        ((2, 3), ['<60', '60-70', '>70'])
+        >>> bool(np.allclose(marginal.sum(axis=1), 1.0))
+        True
         """
+        check_is_fitted(self, "net_")
+        if attribute is not None:
+            column = self.attribute_codec_.position(attribute)
         logits = torch.from_numpy(self.transform(X) @ self.prototypes_.T)
-        return torch.softmax(logits / self.tau_s, dim=1).numpy()
+        proba = torch.softmax(logits / self.tau_s, dim=1).numpy()
+        if attribute is None:
+            return proba
+        values = self.attribute_codec_.combinations[self._prototype_combinations, column]
+        one_hot = values[:, None] == np.arange(self.attribute_codec_.shape[column])
+        return proba @ one_hot.astype(proba.dtype)
 
     def predict(self, X):
         """Attributes of the nearest prototype of each ECG.
@@ -933,6 +1001,13 @@ class CROCSClusterer(
         tags.target_tags.multi_output = True
         tags.transformer_tags.preserves_dtype = ["float32"]
         return tags
+
+
+def _first_rows(mask, limit=10):
+    """The first ``limit`` positions where ``mask`` is True, for messages."""
+    rows = np.flatnonzero(mask)
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return str(rows[:limit].tolist()) + more
 
 
 def _print(text):

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._persistence import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
-from ._utils import _crocs_step
+from ._utils import _crocs_step, _python_value
 
 __all__ = ["PrototypeRetriever"]
 
@@ -55,6 +55,13 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         learned clinical prototypes (CP CROCS), one for every combination, or
         the mean training embedding of each combination (TP CROCS), which
         exists only for combinations with training ECGs.
+    partial : {"mean", "min"}, default="mean"
+        How a query that leaves attributes unspecified (``{"sex": "F"}``, any
+        class and age) is searched: by the prototypes of every combination
+        that matches it. ``"mean"``: an ECG's distance to the query is its
+        distance to their mean direction (the L2-normalised mean prototype);
+        ``"min"``: its distance to the nearest of them. See
+        :ref:`partial_queries` for what each measured.
     batch_size : int, default=1024
         ECGs embedded at a time: ``fit`` reads the database in slices of this
         many rows, so that a :func:`numpy.load` memmap is never loaded whole.
@@ -129,6 +136,8 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     (2, 3)
     >>> retriever.kneighbors({"rhythm": "SR", "sex": "M"}, n_neighbors=5)[1].shape
     (1, 5)
+    >>> retriever.kneighbors({"sex": "F"}, n_neighbors=5)[1].shape  # any rhythm
+    (1, 5)
     >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
     array([0, 1])
     """
@@ -137,14 +146,25 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         "estimator": [HasMethods(["fit", "transform"])],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "query": [StrOptions({"learned", "mean"})],
+        "partial": [StrOptions({"mean", "min"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
     }
 
-    def __init__(self, estimator, *, n_neighbors=10, query="learned", batch_size=1024, verbose=0):
+    def __init__(
+        self,
+        estimator,
+        *,
+        n_neighbors=10,
+        query="learned",
+        partial="mean",
+        batch_size=1024,
+        verbose=0,
+    ):
         self.estimator = estimator
         self.n_neighbors = n_neighbors
         self.query = query
+        self.partial = partial
         self.batch_size = batch_size
         self.verbose = verbose
 
@@ -337,7 +357,7 @@ default=None
         return embeddings
 
     def _attribute_queries(self, queries):
-        """Attribute combinations as a DataFrame, or None if ``queries`` are signals."""
+        """Attribute queries as a DataFrame (missing: any value), or None if they are signals."""
         names = self.attribute_names_
         if isinstance(queries, pd.Series):
             queries = queries.to_dict()
@@ -359,7 +379,7 @@ default=None
                     if isinstance(row, dict) or len(row) != len(names):
                         raise ValueError(
                             f"Each attribute combination must give {len(names)} value(s), "
-                            f"one per attribute of {names}; got {row!r}."
+                            f"one per attribute of {names} (None for any value); got {row!r}."
                         )
                 frame = pd.DataFrame([list(row) for row in rows], columns=names, dtype=object)
         else:
@@ -381,32 +401,66 @@ default=None
                 )
             frame = pd.DataFrame(rows, columns=names, dtype=object)
         frame.columns = [str(c) for c in frame.columns]
-        missing = [n for n in names if n not in frame.columns]
         extra = [c for c in frame.columns if c not in names]
-        if missing or extra:
+        if extra:
             raise ValueError(
-                f"Attribute queries must give a value for each attribute of {names}; "
-                f"missing {missing}, unknown {extra}."
+                f"Attribute queries name attributes {extra} that are not among {names}."
             )
         if len(frame) == 0:
             raise ValueError("queries holds no attribute combination; pass at least one.")
-        return frame[names]
+        # An attribute a query leaves out (or gives as None/NaN) may take any value.
+        frame = frame.reindex(columns=names)
+        unspecified = frame.isna().all(axis=1).to_numpy()
+        if unspecified.any():
+            raise ValueError(
+                f"Attribute queries {np.flatnonzero(unspecified).tolist()} specify no "
+                f"attribute of {names}; give at least one value per query."
+            )
+        return frame
 
     def _query_rows(self, frame):
-        """Rows of ``prototypes_`` of the combinations in ``frame``."""
+        """Boolean matrix: the rows of ``prototypes_`` that match each query of ``frame``."""
         codec = _crocs_step(self.estimator_).attribute_codec_
-        wanted = codec.encode(frame)  # clear error for unknown values
-        available = self._query_combinations
-        rows = np.minimum(np.searchsorted(available, wanted), len(available) - 1)
-        missing = wanted[available[rows] != wanted]
-        if len(missing):
-            raise ValueError(
-                f"No training ECG has the attribute combination(s) {codec.format(missing)} of "
-                f"{self.attribute_names_}, so query='mean' (TP CROCS) has no prototype for "
-                "them. Use query='learned' (CP CROCS), which has a prototype for every "
-                "combination."
+        wanted = codec.codes(frame, allow_missing=True)  # clear error for unknown values
+        available = codec.combinations[self._query_combinations]
+        matches = ((wanted[:, None, :] == available) | (wanted[:, None, :] < 0)).all(axis=2)
+        unmatched = ~matches.any(axis=1)
+        if unmatched.any():
+            described = "; ".join(
+                str(tuple(None if pd.isna(v) else _python_value(v) for v in row))
+                for row in frame.to_numpy()[unmatched][:10]
             )
-        return rows
+            raise ValueError(
+                f"No training ECG has the attribute combination(s) {described} of "
+                f"{self.attribute_names_} (None: any value), so query='mean' (TP CROCS) has no "
+                "prototype for them. Use query='learned' (CP CROCS), which has a prototype for "
+                "every combination."
+            )
+        return matches
+
+    def _search(self, matches, n_neighbors):
+        """Nearest database ECGs of the queries whose prototypes are the rows ``matches``."""
+        single = matches.sum(axis=1) == 1
+        if self.partial == "mean" or single.all():
+            vectors = self.prototypes_[matches.argmax(axis=1)]
+            for q in np.flatnonzero(~single):
+                mean = self.prototypes_[matches[q]].astype(np.float64).mean(axis=0)
+                vectors[q] = mean / np.linalg.norm(mean)
+            return top_k(vectors, self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms)
+        # partial="min": each prototype's nearest ECGs hold the query's nearest ones.
+        used = np.flatnonzero(matches.any(axis=0))
+        found = top_k(
+            self.prototypes_[used], self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms
+        )
+        distances = np.empty((len(matches), n_neighbors))
+        indices = np.empty((len(matches), n_neighbors), dtype=found[1].dtype)
+        for q, row in enumerate(matches[:, used]):
+            d, i = found[0][row].ravel(), found[1][row].ravel()
+            order = np.lexsort((i, d))  # by distance, then index
+            d, i = d[order], i[order]
+            first = np.sort(np.unique(i, return_index=True)[1])[:n_neighbors]
+            distances[q], indices[q] = d[first], i[first]
+        return distances, indices
 
     def kneighbors(self, queries=None, n_neighbors=None, return_distance=True):
         """Find the database ECGs nearest to each query.
@@ -425,6 +479,10 @@ default=None
               dicts, a DataFrame with the attribute names as columns, or an
               array of strings (one combination per row). Numeric attribute
               values must come as tuples, dicts or a DataFrame;
+            - partial queries, in the same forms: an attribute left out of a
+              dict or DataFrame, or given as None (or NaN), may take any
+              value. ``{"sex": "F"}`` searches by the prototypes of every
+              combination with ``sex="F"``, as set by ``partial``;
             - a numeric array of shape (n_queries, n_timepoints) or
               (n_queries, n_leads, n_timepoints): ECG signals, embedded by the
               estimator (query by example).
@@ -437,7 +495,9 @@ default=None
         -------
         distances : ndarray of shape (n_queries, n_neighbors), dtype float64
             Euclidean distances between the unit-norm query and database
-            embeddings, increasing along each row. Only returned if
+            embeddings, increasing along each row (for a partial query with
+            ``partial="min"``, the distance to the nearest matching
+            prototype). Only returned if
             ``return_distance=True``.
         indices : ndarray of shape (n_queries, n_neighbors)
             Rows of the database (``X`` in ``fit``), nearest first; equal
@@ -450,6 +510,7 @@ default=None
             raise TypeError(f"n_neighbors must be an integer; got {n_neighbors!r}.")
         elif n_neighbors <= 0:
             raise ValueError(f"Expected n_neighbors > 0. Got {n_neighbors}")
+        matches = vectors = None
         if queries is None:
             vectors = self.prototypes_
         else:
@@ -457,15 +518,19 @@ default=None
             if frame is None:
                 vectors = self._embed(queries, name="queries")
             else:
-                vectors = self.prototypes_[self._query_rows(frame)]
+                matches = self._query_rows(frame)
         if n_neighbors > self.n_samples_fit_:
+            n_queries = len(vectors if matches is None else matches)
             raise ValueError(
                 f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {n_neighbors}, "
-                f"n_samples_fit = {self.n_samples_fit_}, n_samples = {len(vectors)}"
+                f"n_samples_fit = {self.n_samples_fit_}, n_samples = {n_queries}"
             )
-        distances, indices = top_k(
-            vectors, self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms
-        )
+        if matches is None:
+            distances, indices = top_k(
+                vectors, self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms
+            )
+        else:
+            distances, indices = self._search(matches, n_neighbors)
         if return_distance:
             return distances, indices
         return indices

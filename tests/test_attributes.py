@@ -125,3 +125,53 @@ def test_joint_codes_match_values_of_any_type_across_both_sides():
     true, pred = joint_codes([("SR", 1), ("SB", 0), 2.5], [2.5, ("SR", 1), "x"])
     assert true.tolist() == [0, 1, 2]
     assert pred.tolist() == [2, 0, 3]
+
+
+# ------------------------------------------------------- missing values
+@pytest.mark.parametrize("marker", [None, np.nan, pd.NA], ids=["None", "NaN", "NA"])
+def test_missing_values_get_code_minus_one_and_no_category(marker):
+    y = Y.astype({"sex": object})
+    y.loc[[1, 4], "sex"] = marker
+    y["age"] = y["age"].where(y.index != 2)  # categorical NaN
+    codec = AttributeCodec.fit(y, len(y), allow_missing=True)
+    assert [c.tolist() for c in codec.categories] == [
+        ["AFIB", "SB", "SR"],
+        ["F", "M"],
+        [">=60", "<60"],
+    ]
+    assert codec.shape == (3, 2, 2) and len(codec.combinations) == 12
+    codes = codec.codes(y, allow_missing=True)
+    np.testing.assert_array_equal(
+        codes, [[2, 1, 0], [0, -1, 1], [1, 0, -1], [2, 1, 1], [0, -1, 1], [1, 0, 0]]
+    )
+    index, partial = codec.encode_partial(y)
+    # Rows 1 and 4 share one pattern; row 2 has another.
+    np.testing.assert_array_equal(partial, [[0, -1, 1], [1, 0, -1]])
+    np.testing.assert_array_equal(index[[1, 4, 2]], [12, 12, 13])
+    np.testing.assert_array_equal(index[[0, 3, 5]], codec.encode(Y.iloc[[0, 3, 5]]))
+    with pytest.raises(ValueError, match=r"missing values .* 'sex' \(2\)"):
+        codec.encode(y)  # combinations need every value
+
+
+def test_missing_values_are_refused_unless_allowed():
+    y = Y.assign(sex=[None, *Y["sex"][1:]])
+    with pytest.raises(ValueError, match=r"missing values .* 'sex' \(1\)"):
+        AttributeCodec.fit(y, 6)
+    codec = AttributeCodec.fit(y, 6, allow_missing=True)
+    with pytest.raises(ValueError, match=r"missing values .* 'sex' \(1\)"):
+        codec.codes(y)
+    with pytest.raises(ValueError, match="Attribute 'sex' has no known value in y"):
+        AttributeCodec.fit(Y.assign(sex=None), 6, allow_missing=True)
+    with pytest.raises(ValueError, match=r"Attribute 'sex' has values \['X'\] that were not seen"):
+        codec.codes(y.assign(sex=[None, "X", "F", "M", "M", "F"]), allow_missing=True)
+
+
+def test_position_of_an_attribute():
+    codec = AttributeCodec.fit(Y, len(Y))
+    assert codec.position("sex") == 1 == codec.position(np.int64(1))
+    with pytest.raises(ValueError, match=r"class_attribute='dx' is not an attribute of y"):
+        codec.position("dx", "class_attribute")
+    with pytest.raises(ValueError, match="attribute=3 but y has only 3 attribute"):
+        codec.position(3)
+    with pytest.raises(TypeError, match="attribute must be an attribute name or position"):
+        codec.position(True)

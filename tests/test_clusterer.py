@@ -563,9 +563,14 @@ def test_not_fitted():
             "Attribute 'site' takes the single value 'A'",
         ),
         (
-            lambda X, y: (X, y.assign(sex=y["sex"].where(y.index > 3))),
+            lambda X, y: (X, y.assign(rhythm=y["rhythm"].where(y.index > 3))),
             ValueError,
-            r"missing values .* 'sex' \(4\)",
+            r"4 ECG\(s\) of y have no value for the class attribute 'rhythm' \(rows \[0, 1, 2, 3\]\)",
+        ),
+        (
+            lambda X, y: (X, y.mask(np.broadcast_to((y.index < 2)[:, None], y.shape))),
+            ValueError,
+            r"2 ECG\(s\) of y have every attribute missing \(rows \[0, 1\]\)\. .*not supported",
         ),
         (lambda X, y: (X, y.assign(sex=[1, "F"] * (len(y) // 2))), TypeError, "one type"),
         (lambda X, y: (X, np.zeros((len(y), 2, 2))), ValueError, "y must have shape"),
@@ -580,7 +585,8 @@ def test_not_fitted():
         "y-length",
         "no-y",
         "constant-attribute",
-        "missing-attribute",
+        "missing-class",
+        "unlabelled-rows",
         "mixed-types",
         "3d-y",
         "strings",
@@ -803,3 +809,88 @@ def test_training_augmentation_settings_reach_the_net(synthetic):
     assert not np.allclose(plain.prototypes_, augmented.prototypes_)
     with pytest.raises(ValueError, match=r"crop=0.8 trains on windows shorter .* Use crop=1"):
         _model(encoder="cnn", crop=0.8).fit(X, y)
+
+
+# ---------------------------------------------------------- missing attributes
+def _remove(y, fraction, seed=0):
+    """y with ``fraction`` of its sex and of its age values missing, drawn independently."""
+    rng = np.random.RandomState(seed)
+    y = y.copy()
+    for column in ("sex", "age_group"):
+        y.loc[rng.rand(len(y)) < fraction, column] = None
+    return y
+
+
+def test_missing_attributes_are_marginalised(synthetic):
+    X, y, _ = synthetic
+    y_missing = _remove(y, 0.3)
+    known = y_missing.notna().all(axis=1).to_numpy()
+    assert 0 < known.sum() < len(y)
+    model = _model(max_epochs=2).fit(X, y_missing)
+    # No prototype stands for "missing": the combinations of the complete y.
+    assert [list(c) for c in model.categories_] == [
+        ["AFIB", "SB", "SR"],
+        ["F", "M"],
+        ["<60", ">=60"],
+    ]
+    assert model.prototypes_.shape == (12, 16)
+    counts = y[known].value_counts().reindex(pd.MultiIndex.from_tuples(
+        [tuple(a) for a in model.prototype_attributes_]), fill_value=0)  # fmt: skip
+    assert model.prototype_counts_.tolist() == counts.tolist()
+    # One extra target row per pattern of missing values.
+    n_patterns = len(y_missing[~known].fillna("?").drop_duplicates())
+    criterion = model.net_.criterion_
+    assert criterion.weights.shape == (12 + n_patterns, 12)
+    np.testing.assert_allclose(criterion.weights.sum(axis=1), 1.0, rtol=1e-6)
+    predicted = model.predict(X)
+    assert predicted.notna().all().all() and list(predicted.columns) == list(y.columns)
+    assert model.transform(X).shape == (len(X), 16)
+    with pytest.raises(ValueError, match=r"missing values .* 'sex'"):
+        _model(max_epochs=1, missing="error").fit(X, y_missing)
+
+
+def test_all_known_y_trains_exactly_as_before(synthetic):
+    X, y, groups = synthetic
+    marginalise = _model(max_epochs=2, loss="hard").fit(X, y)
+    error = _model(max_epochs=2, loss="hard", missing="error").fit(X, y)
+    assert marginalise.net_.criterion_.weights.shape == (12, 12)
+    assert marginalise.net_.criterion_.consistent is None
+    assert marginalise.net_.history[:, "train_loss"] == error.net_.history[:, "train_loss"]
+    np.testing.assert_array_equal(marginalise.prototypes_, error.prototypes_)
+    np.testing.assert_array_equal(marginalise.transform(X), error.transform(X))
+
+
+@pytest.mark.parametrize("loss", ["soft", "hard"])
+def test_missing_attributes_with_early_stopping_and_save(synthetic, tmp_path, loss):
+    X, y, groups = synthetic
+    model = _model(max_epochs=2, loss=loss, validation_fraction=0.25).fit(
+        X, _remove(y, 0.5, seed=1), groups=groups
+    )
+    assert "valid_nce" in model.net_.history[-1]
+    path = tmp_path / "model.safetensors"
+    model.save(path)
+    loaded = CROCSClusterer.load(path)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+# --------------------------------------------------------- per-attribute proba
+def test_predict_proba_marginals_follow_the_declared_category_order(synthetic):
+    X, y, _ = synthetic
+    order = [">=60", "<60"]  # not sorted
+    y = y.assign(age_group=pd.Categorical(y["age_group"], categories=order))
+    model = _model(max_epochs=2).fit(X, y)
+    proba = model.predict_proba(X)
+    for position, name in enumerate(model.attribute_names_):
+        categories = model.categories_[position]
+        marginal = model.predict_proba(X, attribute=name)
+        assert marginal.shape == (len(X), len(categories))
+        np.testing.assert_allclose(marginal.sum(axis=1), 1.0, rtol=1e-5)
+        for k, value in enumerate(categories):
+            columns = model.prototype_attributes_[:, position] == value
+            np.testing.assert_allclose(marginal[:, k], proba[:, columns].sum(axis=1), rtol=1e-6)
+        np.testing.assert_array_equal(model.predict_proba(X, attribute=position), marginal)
+    assert model.categories_[2].tolist() == order
+    with pytest.raises(ValueError, match=r"attribute='age' is not an attribute of y"):
+        model.predict_proba(X, attribute="age")
+    with pytest.raises(ValueError, match="attribute=3 but y has only 3 attribute"):
+        model.predict_proba(X, attribute=3)

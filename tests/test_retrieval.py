@@ -319,10 +319,12 @@ def test_bad_attribute_queries(retriever):
         match=r"must give 3 value\(s\), one per attribute of \['rhythm', 'sex', 'age_group'\]",
     ):
         retriever.kneighbors(("SR", "F"))
-    with pytest.raises(ValueError, match=r"missing \['age_group'\], unknown \['age'\]"):
+    with pytest.raises(ValueError, match=r"name attributes \['age'\] that are not among"):
         retriever.kneighbors({"rhythm": "SR", "sex": "F", "age": "<60"})
-    with pytest.raises(ValueError, match=r"missing \['age_group'\], unknown \[\]"):
-        retriever.kneighbors(pd.DataFrame({"rhythm": ["SR"], "sex": ["F"]}))
+    with pytest.raises(ValueError, match=r"Attribute queries \[1\] specify no attribute"):
+        retriever.kneighbors([{"sex": "F"}, {"sex": None}])
+    with pytest.raises(ValueError, match=r"Attribute queries \[0\] specify no attribute"):
+        retriever.kneighbors((None, None, None))
     with pytest.raises(ValueError, match="holds no attribute combination"):
         retriever.kneighbors(pd.DataFrame(columns=["rhythm", "sex", "age_group"]))
     with pytest.raises(ValueError, match="numeric ECG signals; got an array of dtype complex"):
@@ -386,3 +388,67 @@ def test_search_norms_computed_once_and_a_constant_for_unit_rows():
     with_zero[3] = 0.0  # an all-zero embedding: its norm matters
     retriever._set_embeddings(with_zero)
     assert retriever._half_sq_norms.shape == (50,)
+
+
+# ------------------------------------------------------------- partial queries
+def _partial_brute_force(prototypes, embeddings, k, how):
+    """Reference for one partial query by the rows ``prototypes`` of its matching combinations."""
+    prototypes = np.asarray(prototypes, dtype=np.float64)
+    embeddings = np.asarray(embeddings, dtype=np.float64)
+    if how == "mean":
+        mean = prototypes.mean(axis=0)
+        return _brute_force((mean / np.linalg.norm(mean))[None], embeddings, k)
+    distances = np.linalg.norm(prototypes[:, None] - embeddings[None], axis=2).min(axis=0)
+    order = np.lexsort((np.arange(len(embeddings)), distances))[:k]
+    return distances[order][None], order[None]
+
+
+@pytest.mark.parametrize("how", ["min", "mean"])
+@pytest.mark.parametrize(
+    ("queries", "rows"),
+    [
+        ({"sex": "F"}, [[0, 1, 4, 5, 8, 9]]),
+        (pd.DataFrame({"rhythm": ["SR"], "age_group": [">=60"]}), [[9, 11]]),
+        (("SB", None, "<60"), [[4, 6]]),
+        ([{"sex": "M", "age_group": "<60"}, {"rhythm": "AFIB"}], [[2, 6, 10], [0, 1, 2, 3]]),
+        ({"rhythm": ["SR", "SB"]}, [[8, 9, 10, 11], [4, 5, 6, 7]]),
+    ],
+    ids=["dict", "frame", "tuple-with-None", "dicts", "dict-of-lists"],
+)
+def test_partial_queries_match_brute_force(model, database, how, queries, rows):
+    retriever = PrototypeRetriever(FrozenEstimator(model), partial=how, n_neighbors=7)
+    retriever.fit(database[0])
+    distances, indices = retriever.kneighbors(queries)
+    assert distances.shape == indices.shape == (len(rows), 7)
+    for q, matching in enumerate(rows):
+        expected = _partial_brute_force(
+            retriever.prototypes_[matching], retriever.embeddings_, 7, how
+        )
+        _assert_same_neighbors((distances[q : q + 1], indices[q : q + 1]), expected)
+
+
+def test_partial_setting_leaves_full_queries_alone(model, database):
+    full = [("SR", "F", "<60"), ("AFIB", "M", ">=60")]
+    results = [
+        PrototypeRetriever(FrozenEstimator(model), partial=how).fit(database[0]).kneighbors(full)
+        for how in ("min", "mean")
+    ]
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+def test_partial_queries_with_mean_prototypes_use_those_that_exist(synthetic, database):
+    X, y, _ = synthetic
+    keep = ~((y["rhythm"] == "SR") & (y["sex"] == "F")).to_numpy()
+    with pytest.warns(UserWarning, match="have no training ECG"):
+        model = _model(max_epochs=1, prototypes="mean").fit(X[keep], y[keep])
+    retriever = PrototypeRetriever(model, query="mean", partial="mean", n_neighbors=3)
+    retriever.fit(database[0])
+    matching = (retriever.prototype_attributes_[:, 1] == "F").nonzero()[0]
+    assert len(matching) == 4  # AFIB and SB, two age groups each
+    _assert_same_neighbors(
+        retriever.kneighbors({"sex": "F"}),
+        _partial_brute_force(retriever.prototypes_[matching], retriever.embeddings_, 3, "mean"),
+    )
+    with pytest.raises(ValueError, match=r"\('SR', 'F', None\) of .*None: any value"):
+        retriever.kneighbors({"rhythm": "SR", "sex": "F"})
