@@ -580,20 +580,13 @@ def _model_query(pairs, model):
 
 def _check_queries(queries, model):
     """Refuse, before any record is read, the queries that the retriever does not take."""
-    names = list(model.attribute_names_)
     blank = np.zeros((1, *model.input_shape_), dtype=np.float32)
     probe = PrototypeRetriever(model).fit(blank)
     for query in queries:
         try:
             probe.kneighbors(query, n_neighbors=1)
         except ValueError as exc:
-            if len(query) == len(names):
-                raise
-            raise CommandError(
-                f"--query names {', '.join(query)} only, and this version of "
-                f"sklearn-crocs needs a value for every attribute: {', '.join(names)} "
-                f"({exc})"
-            ) from exc
+            raise CommandError(f"--query {query}: {exc}") from exc
 
 
 def _search(args):
