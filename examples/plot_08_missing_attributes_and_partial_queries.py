@@ -1,8 +1,7 @@
 """
-==================================================
-Missing attributes, per-attribute probabilities
-and partial queries
-==================================================
+================================================================
+Missing attributes, per-attribute probabilities, partial queries
+================================================================
 
 Real ECG archives are incomplete: many patients have no recorded sex or age,
 and a user searching them often cares about one attribute ("female, any age
