@@ -77,13 +77,10 @@ def main(argv=None):
     def sequential():
         return _search(epochs).fit(X, y, groups=groups).cv_results_["mean_test_score"]
 
-    def on_cluster(client):
-        def run():
-            with joblib.parallel_config(backend="dask"):
-                search = _search(epochs).set_params(n_jobs=-1)
-                return search.fit(X, y, groups=groups).cv_results_["mean_test_score"]
-
-        return run
+    def on_cluster():
+        with joblib.parallel_config(backend="dask"):
+            search = _search(epochs).set_params(n_jobs=-1)
+            return search.fit(X, y, groups=groups).cv_results_["mean_test_score"]
 
     times = {"joblib, n_jobs=1": [], "dask, 1 worker": [], "dask, 2 workers": []}
     differences = []
@@ -103,7 +100,7 @@ def main(argv=None):
             for n, label in [(1, "dask, 1 worker"), (2, "dask, 2 workers")]:
                 _, client = clusters[n]
                 with client.as_current():
-                    t, result = _time(on_cluster(client))
+                    t, result = _time(on_cluster)
                 scores.append(result)
                 times[label].append(t)
             np.testing.assert_allclose(scores[0], scores[1], atol=1e-12)
