@@ -32,6 +32,8 @@ def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
     The weights depend only on the two combinations, so the whole table is
     computed once per fit rather than per mini-batch.
 
+    Read more in the :ref:`User Guide <method>`.
+
     Parameters
     ----------
     combinations : array-like of shape (n_prototypes, n_attributes)
@@ -94,6 +96,8 @@ class CROCSLoss(nn.Module):
     over the ordered pairs ``j != k`` (the paper's text calls the term a
     mean-squared error; Eq. 3 writes the sum). Log-softmax is evaluated
     stably in the dtype of the inputs (float32 or float64).
+
+    Read more in the :ref:`User Guide <method>`.
 
     Parameters
     ----------

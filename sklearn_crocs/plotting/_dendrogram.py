@@ -21,6 +21,8 @@ class PrototypeDendrogramDisplay:
     class, so one can see whether prototypes group by class first and by the
     other attributes within a class. Build it with :meth:`from_estimator`.
 
+    Read more in the :ref:`User Guide <visualisation_dendrogram>`.
+
     Parameters
     ----------
     prototypes : ndarray of shape (n_prototypes, n_features)

@@ -42,6 +42,8 @@ class PrototypeDisplay:
     Prototypes are drawn large with a black edge; embeddings small and
     translucent. Build it with :meth:`from_estimator` rather than directly.
 
+    Read more in the :ref:`User Guide <visualisation_prototype_map>`.
+
     Parameters
     ----------
     prototype_coords : ndarray of shape (n_prototypes, 2)

@@ -65,6 +65,8 @@ class RetrievalDisplay:
     where the ECG's class matches the query's and a red one where it does not.
     Build it with :meth:`from_estimator` rather than directly.
 
+    Read more in the :ref:`User Guide <visualisation_retrieval>`.
+
     Parameters
     ----------
     distances : ndarray of shape (n_samples,)

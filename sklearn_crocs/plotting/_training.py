@@ -24,6 +24,8 @@ class TrainingCurveDisplay:
     stopping) is marked by a dotted vertical line. Build it with
     :meth:`from_estimator` rather than directly.
 
+    Read more in the :ref:`User Guide <visualisation_training_curves>`.
+
     Parameters
     ----------
     epochs : ndarray of shape (n_epochs,)
