@@ -72,21 +72,32 @@ def _skip_generated_request_methods(app, what, name, obj, skip, options):
     return skip
 
 
-def _drop_cdn_table_scripts(app, docname, source):
-    """Serve sphinx-gallery's timing pages without its CDN scripts.
+def _without_cdn_scripts(text):
+    """A sphinx-gallery timing table without the block that loads its CDN scripts."""
+    return re.sub(r"  \.\. raw:: html\n.*?(?=  \.\. list-table::)", "", text, flags=re.S)
 
-    sphinx-gallery makes their table sortable with jQuery and DataTables
-    loaded from CDNs, which fail offline (``$ is not defined``); the table
-    stays, sorted by time already.
+
+def _timing_tables(app, docname, source):
+    """sphinx-gallery's tables of run times: offline, and on the gallery's index.
+
+    sphinx-gallery makes them sortable with jQuery and DataTables loaded
+    from CDNs, which fail offline (``$ is not defined``); the tables stay,
+    sorted by time already. The gallery's index ends with its table, so that
+    it states how long each example took in this build.
     """
     if docname.rpartition("/")[2] == "sg_execution_times":
-        html_block = r"  \.\. raw:: html\n.*?(?=  \.\. list-table::)"
-        source[0] = re.sub(html_block, "", source[0], flags=re.S)
+        source[0] = _without_cdn_scripts(source[0])
+    elif docname == "auto_examples/index":
+        times = DOCS / "auto_examples" / "sg_execution_times.rst"
+        if times.is_file():
+            table = _without_cdn_scripts(times.read_text().split("\n**", 1)[1])
+            heading = "Run times\n---------\n\nMeasured by sphinx-gallery in this build:"
+            source[0] += f"\n\n{heading}\n\n**{table}"
 
 
 def setup(app):
     app.connect("autodoc-skip-member", _skip_generated_request_methods)
-    app.connect("source-read", _drop_cdn_table_scripts)
+    app.connect("source-read", _timing_tables)
 
 
 # -- intersphinx ---------------------------------------------------------------
