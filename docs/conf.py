@@ -144,6 +144,7 @@ sphinx_gallery_conf = {
 html_theme = "pydata_sphinx_theme"
 html_title = f"sklearn-crocs {version}"
 html_static_path = ["_static"]
+html_css_files = ["css/custom.css"]
 html_theme_options = {
     "navbar_align": "left",
     "navbar_start": ["navbar-logo", "version-switcher"],

@@ -13,8 +13,8 @@ Two checks, each problem printed on its own line:
   browser is downloaded) with every request to another host aborted. A page
   fails on a console error, an uncaught exception, a failed or refused
   request, an image wider than the content column (or than its container),
-  a code block, signature or table wider than the column, or an equation
-  that MathJax left as LaTeX.
+  a code block, signature or equation wider than the column, or an
+  equation that MathJax left as LaTeX.
 
 It installs nothing: Chromium comes from the package manager (``apt-get
 install chromium`` on Debian), Playwright from the ``docs`` extra. Prints the
@@ -32,8 +32,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
-# A desktop window on which pydata-sphinx-theme shows both sidebars.
-VIEWPORT = {"width": 1280, "height": 900}
+# A desktop window on which pydata-sphinx-theme shows both sidebars and its
+# content column at its full width (720 px).
+VIEWPORT = {"width": 1440, "height": 900}
 # Attributes that make the browser fetch something, by tag.
 RESOURCE_ATTRIBUTES = {
     "script": ["src"],
@@ -73,7 +74,7 @@ LAYOUT_CHECKS = """() => {
         `overflows its container (${container} px)`);
     }
   }
-  const scrollers = article.querySelectorAll("pre, dt.sig, table, .MathJax");
+  const scrollers = article.querySelectorAll("pre, dt.sig, mjx-container");
   for (const element of scrollers) {
     if (element.offsetParent === null) continue;
     const width = Math.max(element.scrollWidth, element.getBoundingClientRect().width);
@@ -164,7 +165,12 @@ def browser_problems(site, chromium):
     from playwright.sync_api import sync_playwright
 
     root = serve(site)
-    pages = sorted(path.relative_to(site).as_posix() for path in site.rglob("*.html"))
+    # Every page; _static/ holds the theme's template fragments, not pages.
+    pages = sorted(
+        path.relative_to(site).as_posix()
+        for path in site.rglob("*.html")
+        if path.relative_to(site).parts[0] != "_static"
+    )
     problems = []
     with sync_playwright() as playwright:
         # --no-sandbox: Chromium's sandbox refuses to start as root (CI runs as root).
