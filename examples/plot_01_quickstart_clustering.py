@@ -67,8 +67,8 @@ predicted.head()
 
 # %%
 # Rows are the true values of the held-out ECGs, columns the values of their
-# nearest prototype: most ECGs get their own class, and the age groups are
-# confused mostly with their neighbours.
+# nearest prototype: most ECGs get their own class; the age group is read
+# much less well (a quarter right would be chance).
 fig, axes = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
 for ax, (i, attribute) in zip(axes, [(0, "class"), (2, "age")]):
     ConfusionMatrixDisplay.from_predictions(
@@ -76,6 +76,7 @@ for ax, (i, attribute) in zip(axes, [(0, "class"), (2, "age")]):
         predicted[attribute],
         labels=list(model.categories_[i]),
         ax=ax,
+        cmap="Blues",
         colorbar=False,
     )
     ax.set_title(f"{attribute} (held-out patients)")

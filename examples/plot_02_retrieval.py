@@ -29,8 +29,9 @@ from sklearn_crocs.plotting import RetrievalDisplay
 
 data = load_ptbxl_sample_frames(random_state=0)
 X_db, y_db = data.X_test, data.y_test  # the held-out patients' ECGs
-model = CROCSClusterer(random_state=0)
-model.fit(data.X_train, data.y_train, groups=data.groups_train)
+model = CROCSClusterer(random_state=0).fit(
+    data.X_train, data.y_train, groups=data.groups_train
+)
 
 # %%
 # Index the database
