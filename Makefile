@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_FLAGS := -c constraints-cpu.txt
 
-.PHONY: run test test-min lint docs bench bench-accuracy bench-defaults clean bad-input-table
+.PHONY: run test test-min lint docs docs-check bench bench-accuracy bench-defaults clean bad-input-table
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ test: $(STAMP)
 test-min: $(STAMP)
 	$(BIN)/tox -e min
 
-## docs: build the HTML documentation (runs the example gallery) into docs/_build/html
+## docs: build the HTML documentation (runs the example gallery) into docs/_build/html, then docs-check
 DOCS_STAMP := $(VENV)/.installed-docs
 
 $(DOCS_STAMP): $(STAMP) pyproject.toml
@@ -35,6 +35,11 @@ $(DOCS_STAMP): $(STAMP) pyproject.toml
 
 docs: $(DOCS_STAMP)
 	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+	$(MAKE) docs-check
+
+## docs-check: open every built page in headless Chromium, offline (needs: apt-get install chromium)
+docs-check: $(DOCS_STAMP)
+	$(BIN)/python scripts/check_docs.py docs/_build/html
 
 ## bench: training/embedding, retrieval, fast-path and scaling benchmarks (minutes; run on a quiet machine)
 bench: $(STAMP)

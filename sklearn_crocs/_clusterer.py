@@ -73,6 +73,8 @@ class CROCSClusterer(
     The encoder is trained by a private skorch net (``net_``) whose criterion,
     :class:`~sklearn_crocs.nn.CROCSLoss`, owns the prototypes.
 
+    Read more in the :ref:`User Guide <clustering>`.
+
     Parameters
     ----------
     encoder : {"cnn", "resnet"} or nn.Module subclass, default="resnet"

@@ -53,6 +53,8 @@ class InvalidModelFileError(ValueError):
     with a message that names the file and what does not match. It
     subclasses :class:`ValueError`.
 
+    Read more in the :ref:`User Guide <persistence>`.
+
     Examples
     --------
     >>> from sklearn_crocs import InvalidModelFileError

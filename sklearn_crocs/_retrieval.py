@@ -41,6 +41,8 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     an example ECG, and :meth:`kneighbors` returns the database ECGs nearest
     to it.
 
+    Read more in the :ref:`User Guide <retrieval>`.
+
     Parameters
     ----------
     estimator : CROCSClusterer or Pipeline ending in one

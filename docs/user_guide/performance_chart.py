@@ -35,7 +35,8 @@ def _table(prefix):
     return next(rows for title, rows in tables.items() if title.startswith(prefix))
 
 
-fig, (speed, search) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+# Stacked, 7 in (700 px) wide: the width of the page's text column.
+fig, (speed, search) = plt.subplots(2, 1, figsize=(7, 7), layout="constrained")
 rows = _table("Training, cnn") + _table("Embedding, cnn")
 labels = [r["case"] for r in rows]
 ratios = [_number(r["vs reference"]) for r in rows]
@@ -48,12 +49,13 @@ speed.set_title("The paper's CNN, 1 lead x 2500 samples", fontsize=9)
 
 rows = _table("Retrieval")
 n = [_number(r["N"]) for r in rows]
-for column, label in [
-    ("kneighbors", "PrototypeRetriever.kneighbors"),
-    ("sklearn brute", "scikit-learn brute force"),
-    ("torch mm+topk", "blockwise torch.mm + topk"),
+# No green or red: the documentation keeps them for match and no match.
+for column, label, color in [
+    ("kneighbors", "PrototypeRetriever.kneighbors", "C0"),
+    ("sklearn brute", "scikit-learn brute force", "C1"),
+    ("torch mm+topk", "blockwise torch.mm + topk", "C4"),
 ]:
-    search.plot(n, [_number(r[column]) for r in rows], marker="o", label=label)
+    search.plot(n, [_number(r[column]) for r in rows], marker="o", label=label, color=color)
 search.set_xscale("log")
 search.set_yscale("log")
 search.set_xlabel("database embeddings (128-dim)")

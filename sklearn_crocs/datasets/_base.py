@@ -42,6 +42,8 @@ class InvalidRecordError(ValueError):
     names the offending file and says how to fix the problem or skip the record
     (``on_error="skip"``). It subclasses :class:`ValueError`.
 
+    Read more in the :ref:`User Guide <reliability>`.
+
     Examples
     --------
     >>> from sklearn_crocs.datasets import InvalidRecordError
@@ -58,6 +60,8 @@ def get_data_home(data_home=None):
     folder ``sklearn_crocs_data`` in the user's home folder; the environment
     variable ``SKLEARN_CROCS_DATA`` or the ``data_home`` argument override it.
     The ``~`` symbol is expanded. The folder is created if it does not exist.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------
@@ -92,6 +96,8 @@ def get_data_home(data_home=None):
 
 def clear_data_home(data_home=None):
     """Delete the sklearn-crocs data directory and everything in it.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------

@@ -419,6 +419,8 @@ def load_chapman(
     Attributes are read and unmapped records removed before any signal is
     decoded.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     path : str or path-like
@@ -603,6 +605,8 @@ def fetch_chapman(
     ``SHA256SUMS.txt``, with resumable downloads. The original figshare
     release (``Diagnostics.xlsx`` + ``ECGData``) has no checksum list; download
     it yourself and use :func:`load_chapman`.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------

@@ -108,6 +108,8 @@ def load_ludb(*, return_X_y=False):
     Classes (rhythm)    AFIB 9, GSVT 3, SB 13, SR 77
     ==================  ==============================
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     return_X_y : bool, default=False
@@ -199,6 +201,8 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
     job, the gallery and the benchmarks use it; hold out a validation part of
     the training patients with ``CROCSClusterer(validation_fraction=...)``
     and ``groups``.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------

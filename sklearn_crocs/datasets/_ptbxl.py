@@ -210,6 +210,8 @@ def load_ptbxl(
     2020). As in the paper, only records with exactly one superclass are kept
     by default; the others are listed in ``excluded``.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     path : str or path-like
@@ -364,6 +366,8 @@ def fetch_ptbxl(
     ``SHA256SUMS.txt`` before it is used; an interrupted download resumes
     where it stopped. Once everything is there it works offline. The result is
     :func:`load_ptbxl` of the downloaded folder.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------

@@ -39,6 +39,8 @@ def load_ptbxl_sample(*, return_X_y=False):
     Sex                 F 261, M 239
     ==================  ==============================
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     return_X_y : bool, default=False
@@ -125,6 +127,8 @@ def load_ptbxl_sample_frames(*, frame_length=500, test_size=0.4, n_age_groups=4,
     (quartiles by default) fitted on the training patients only (one age
     per patient). This is the data of the main job (``python -m
     sklearn_crocs``) and of the accuracy benchmark.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------

@@ -24,6 +24,8 @@ def patient_split(groups, *, stratify=None, val_size=0.2, test_size=0.2, random_
     (as far as the set sizes allow). Without it a rare class can be missing
     from the test set: three of LUDB's 102 patients are in GSVT.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     groups : array-like of shape (n_samples,)
@@ -186,6 +188,8 @@ def ptbxl_fold_split(folds, *, val_folds=(9,), test_folds=(10,)):
     PTB-XL's authors recommend folds 1-8 for training, 9 for validation and
     10 for testing. The folds are stratified and keep all records of a patient
     in one fold, so this split is at the patient level too.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------

@@ -504,6 +504,8 @@ def load_wfdb(
     :class:`InvalidRecordError` naming the file, or is skipped with one
     warning that counts the skipped records when ``on_error="skip"``.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     path_or_records : str, path-like or list of them

@@ -25,6 +25,8 @@ def attribute_accuracy_score(y_true, y_pred, *, attribute="all"):
 
     ``Acc = 1/N sum_i 1(assigned_i == true_i)`` (paper, Eq. 4).
 
+    Read more in the :ref:`User Guide <evaluation>`.
+
     Parameters
     ----------
     y_true : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
@@ -68,6 +70,8 @@ def attribute_ami_score(y_true, y_pred, *, attribute="all"):
     (and on the full combination), as in the paper's Eq. 4. AMI is 1 for a
     perfect assignment up to relabelling and about 0 for a random one.
 
+    Read more in the :ref:`User Guide <evaluation>`.
+
     Parameters
     ----------
     y_true : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
@@ -99,6 +103,8 @@ def attribute_ami_score(y_true, y_pred, *, attribute="all"):
 
 def clustering_report(y_true, predictions, *, percent=True, decimals=1):
     """Table of accuracy and AMI per attribute, one row per method (paper, Table 1).
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------

@@ -59,6 +59,8 @@ def evaluate_prototypes(
     attribute's most frequent value among the training ECGs) and random
     retrieval (:func:`chance_precision_at_k` of the learned prototypes).
 
+    Read more in the :ref:`User Guide <evaluation>`.
+
     Parameters
     ----------
     estimator : CROCSClusterer or Pipeline ending in one

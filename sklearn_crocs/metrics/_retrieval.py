@@ -80,6 +80,8 @@ def matchable_queries(y_true, query_attributes, *, min_matches=None):
     query that is not matchable gets 0 in the paper's Eq. 5; see
     ``no_match`` in :func:`precision_at_k`.
 
+    Read more in the :ref:`User Guide <evaluation>`.
+
     Parameters
     ----------
     y_true : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
@@ -129,6 +131,8 @@ def chance_precision_at_k(y_true, query_attributes, *, k, min_matches=None, no_m
     without replacement include none of them with the hypergeometric
     probability ``C(N - n, k) / C(N, k)``; the result averages ``1`` minus
     that over the queries as :func:`precision_at_k` does.
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------
@@ -234,6 +238,8 @@ def precision_at_k(y_true, indices, query_attributes, *, k=None, min_matches=Non
     with the query. ``min_matches=1, 2, ...`` give the paper's ">=1", ">=2"
     rows; ``min_matches`` equal to the number of attributes gives the exact
     match of Eq. 5 (the "=3" row for three attributes).
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------
@@ -354,6 +360,8 @@ def retrieval_report(
     decimals=1,
 ):
     """Table of P@K by K and number of matched attributes, one row per method (Table 2).
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------

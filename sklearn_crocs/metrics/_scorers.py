@@ -85,6 +85,8 @@ def make_ami_scorer(*, attribute="combination"):
     ``make_scorer(adjusted_mutual_info_score)`` it accepts ``y`` of shape
     (n_samples, n_attributes) or a DataFrame.
 
+    Read more in the :ref:`User Guide <scorers>`.
+
     Parameters
     ----------
     attribute : str or int, default="combination"
@@ -141,6 +143,8 @@ def make_precision_at_k_scorer(*, k=10, min_matches=None, query="learned", no_ma
     prototype as a query, retrieves its ``k`` nearest ECGs of ``X`` and
     returns :func:`precision_at_k` against ``y`` (the paper's retrieval
     setting, Eq. 5).
+
+    Read more in the :ref:`User Guide <scorers>`.
 
     Parameters
     ----------

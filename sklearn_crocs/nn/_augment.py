@@ -18,6 +18,8 @@ class RandomWindow:
     does; the paper's CNN, whose linear layer has a fixed input size, does
     not: use ``crop=1``).
 
+    Read more in the :ref:`User Guide <method>`.
+
     Parameters
     ----------
     crop : float, default=0.8

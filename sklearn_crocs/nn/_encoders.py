@@ -76,6 +76,8 @@ class CNNEncoder(nn.Module):
     runs. Layers replaced or edited in :attr:`features` (other types,
     subclasses) run through the modules as they are.
 
+    Read more in the :ref:`User Guide <method>`.
+
     Parameters
     ----------
     in_channels : int
@@ -269,6 +271,8 @@ class ResNet1dEncoder(nn.Module):
     ``sklearn_crocs/nn/_fastpath.py``); :meth:`reference_layers` returns the
     plain 1-D modules with the same parameters, which ``fast_path=False``
     runs.
+
+    Read more in the :ref:`User Guide <method>`.
 
     Parameters
     ----------

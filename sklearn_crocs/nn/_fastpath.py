@@ -152,6 +152,8 @@ class ReLUMaxPoolDropout(nn.Module):
     channels-last layout); pooling runs over the last axis, and masks and
     gradients keep the input's memory layout.
 
+    Read more in the :ref:`User Guide <method>`.
+
     Parameters
     ----------
     kernel_size : int

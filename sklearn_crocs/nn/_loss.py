@@ -37,6 +37,8 @@ def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
     The weights depend only on the two combinations, so the whole table is
     computed once per fit rather than per mini-batch.
 
+    Read more in the :ref:`User Guide <method>`.
+
     Parameters
     ----------
     combinations : array-like of shape (n_prototypes, n_attributes)
@@ -122,6 +124,8 @@ class CROCSLoss(nn.Module):
     combinations have a prototype, this is Eq. 2 with ``q`` counting the
     known attributes only). The regulariser depends on the prototypes alone,
     so missing attributes do not change it.
+
+    Read more in the :ref:`User Guide <method>`.
 
     Parameters
     ----------

@@ -61,6 +61,8 @@ def _auto_batch_size(module, batch_size, device="cpu"):
 class ArrayDataset(Dataset):
     """Signals and prototype indices held as whole tensors.
 
+    Read more in the :ref:`User Guide <method>`.
+
     Parameters
     ----------
     X : ndarray or torch.Tensor of shape (n_samples, n_leads, n_timepoints)
@@ -276,6 +278,8 @@ class CROCSNet(NeuralNet):
     - modules already in the requested training or evaluation mode are left
       as they are (skorch sets the mode before every batch, and
       ``Module.train`` walks every submodule).
+
+    Read more in the :ref:`User Guide <method>`.
 
     Parameters
     ----------

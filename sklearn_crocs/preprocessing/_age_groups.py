@@ -19,6 +19,8 @@ class AgeGroupEncoder(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     it for validation and test data. Ages outside the training range fall
     into the first or last group.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     n_groups : int, default=4

@@ -79,6 +79,8 @@ def make_frames(X, frame_length=2500, *, attributes=None, groups=None, on_short=
     Attributes and groups of record ``i`` are repeated for each of its frames,
     so splits by patient stay valid after framing.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     X : ndarray of shape (n_records, n_samples) or (n_records, n_leads, \
@@ -193,6 +195,8 @@ def resample_signals(X, orig_fs, target_fs):
     paper downsamples Chapman from 500 Hz to 250 Hz. A record of ``n``
     samples becomes ``ceil(n * target_fs / orig_fs)`` samples.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     X : array-like of shape (..., n_samples)
@@ -263,6 +267,8 @@ def normalize_frames(X, method="zscore"):
     maximum to 1. A flat lead (zero standard deviation or range) becomes all
     zeros rather than NaN.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     X : array-like of shape (n_frames, [n_leads,] n_samples)
@@ -300,6 +306,8 @@ class FrameNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     :class:`~sklearn.pipeline.Pipeline`: it learns nothing, so ``fit`` only
     validates the input, and the same frame is normalised the same way in
     training and at prediction time.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------
@@ -389,6 +397,8 @@ def leads_as_instances(X, attributes=None, groups=None):
     The paper treats each of Chapman's 12 leads as its own instance. Instance
     ``i * n_leads + j`` is lead ``j`` of record ``i``; attributes and groups
     of record ``i`` are repeated for its ``n_leads`` instances.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------
