@@ -48,7 +48,9 @@ for attribute in ("sex", "age"):
     lost = rng.choice(patients, size=int(0.4 * len(patients)), replace=False)
     y_missing.loc[np.isin(groups, lost), attribute] = None
 known = y_missing.notna().all(axis=1).to_numpy()
-print(f"{len(y_missing)} training ECGs, {known.sum()} with every attribute known")
+print(
+    f"{len(y_missing)} training ECGs, {known.sum()} with every attribute known"
+)
 print(y_missing.isna().mean().round(2).to_string())
 
 # %%
@@ -65,7 +67,9 @@ dropped = CROCSClusterer(max_epochs=20, random_state=0)
 dropped.fit(X_train[known], y_missing[known], groups=groups[known])
 accuracy = pd.DataFrame(
     {
-        "marginalise": attribute_accuracy_score(y_test, marginalised.predict(X_test)),
+        "marginalise": attribute_accuracy_score(
+            y_test, marginalised.predict(X_test)
+        ),
         "drop": attribute_accuracy_score(y_test, dropped.predict(X_test)),
     }
 )
@@ -83,19 +87,36 @@ ax.set_title("40 % of sex and age missing in training")
 # it sums them over the other attributes, one column per value of that
 # attribute, in its declared order (the age groups from youngest to oldest).
 
-age_groups = marginalised.categories_[marginalised.attribute_names_.index("age")]
+age_groups = marginalised.categories_[
+    marginalised.attribute_names_.index("age")
+]
 proba = marginalised.predict_proba(X_test[:8], attribute="age")
 fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
 left = np.zeros(len(proba))
+# A sequential colour scale for the ordered age groups (no green or red,
+# which mean match and no match in this documentation's figures).
+colours = plt.get_cmap("Blues")(np.linspace(0.3, 0.9, len(age_groups)))
 for k, group in enumerate(age_groups):
-    ax.barh(np.arange(len(proba)), proba[:, k], left=left, label=str(group))
+    ax.barh(
+        np.arange(len(proba)),
+        proba[:, k],
+        left=left,
+        color=colours[k],
+        label=str(group),
+    )
     left += proba[:, k]
 ax.set_yticks(
-    np.arange(len(proba)), [f"ECG {i} (true {a})" for i, a in enumerate(y_test["age"][:8])]
+    np.arange(len(proba)),
+    [f"ECG {i} (true {a})" for i, a in enumerate(y_test["age"][:8])],
 )
 ax.invert_yaxis()
 ax.set_xlabel("P(age group)")
-ax.legend(title="age group", loc="lower right", fontsize="small")
+ax.legend(
+    title="age group",
+    loc="center left",
+    bbox_to_anchor=(1, 0.5),
+    fontsize="small",
+)
 
 # %%
 # Partial queries
@@ -109,13 +130,17 @@ ax.legend(title="age group", loc="lower right", fontsize="small")
 
 queries = [
     {name: value}
-    for name, values in zip(marginalised.attribute_names_, marginalised.categories_)
+    for name, values in zip(
+        marginalised.attribute_names_, marginalised.categories_
+    )
     for value in values
 ]
 labels = [f"{k}={v}" for q in queries for k, v in q.items()]
 precision = {}
 for how in ("min", "mean"):
-    retriever = PrototypeRetriever(FrozenEstimator(marginalised), partial=how, n_neighbors=10)
+    retriever = PrototypeRetriever(
+        FrozenEstimator(marginalised), partial=how, n_neighbors=10
+    )
     indices = retriever.fit(X_test).kneighbors(queries, return_distance=False)
     precision[how] = [
         np.mean(y_test[name].to_numpy()[rows] == value)
@@ -124,11 +149,21 @@ for how in ("min", "mean"):
     ]
 chance = [np.mean(y_test[k] == v) for q in queries for k, v in q.items()]
 
-fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
+fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
 positions = np.arange(len(queries))
 for offset, how in ((-0.2, "min"), (0.2, "mean")):
-    ax.bar(positions + offset, precision[how], width=0.4, label=f'partial="{how}"')
-ax.scatter(positions, chance, marker="_", s=400, color="grey", label="random", zorder=3)
+    ax.bar(
+        positions + offset, precision[how], width=0.4, label=f'partial="{how}"'
+    )
+ax.scatter(
+    positions,
+    chance,
+    marker="_",
+    s=400,
+    color="grey",
+    label="random",
+    zorder=3,
+)
 ax.set_xticks(positions, labels, rotation=30, ha="right")
 ax.set_ylabel("relevant among the 10 nearest")
 ax.legend(fontsize="small")

@@ -35,15 +35,25 @@ from sklearn_crocs.datasets import load_ludb
 
 ludb = load_ludb()
 workdir = tempfile.TemporaryDirectory()
-labelled, archive = Path(workdir.name, "labelled"), Path(workdir.name, "archive")
+labelled, archive = (
+    Path(workdir.name, "labelled"),
+    Path(workdir.name, "archive"),
+)
 labelled.mkdir()
 archive.mkdir()
 names = np.array([f"ECG{i:03d}" for i in range(len(ludb.data))])
 in_archive = np.arange(len(names)) % 3 == 0  # one patient per record
 for name, signal, (rhythm, sex, age), to_archive in zip(
-    names, ludb.data, ludb.attributes[["rhythm", "sex", "age"]].to_numpy(), in_archive
+    names,
+    ludb.data,
+    ludb.attributes[["rhythm", "sex", "age"]].to_numpy(),
+    in_archive,
 ):
-    comments = [] if to_archive else [f"Age: {age:.0f}", f"Sex: {sex}", f"Rhythm: {rhythm}"]
+    comments = (
+        []
+        if to_archive
+        else [f"Age: {age:.0f}", f"Sex: {sex}", f"Rhythm: {rhythm}"]
+    )
     wfdb.wrsamp(
         name,
         fs=ludb.fs,
@@ -54,11 +64,17 @@ for name, signal, (rhythm, sex, age), to_archive in zip(
         comments=comments,
         write_dir=str(archive if to_archive else labelled),
     )
-print(f"{(~in_archive).sum()} labelled records, {in_archive.sum()} records in the archive")
+print(
+    f"{(~in_archive).sum()} labelled records,",
+    f"{in_archive.sum()} records in the archive",
+)
 
 
 def sklearn_crocs(command):
-    """Run ``sklearn-crocs COMMAND`` (as ``python -m sklearn_crocs``) in the work folder."""
+    """Run ``sklearn-crocs COMMAND`` in the work folder.
+
+    As ``python -m sklearn_crocs``, the same command.
+    """
     print(f"$ sklearn-crocs {command}")
     result = subprocess.run(
         [sys.executable, "-m", "sklearn_crocs", *shlex.split(command)],
@@ -77,8 +93,8 @@ def sklearn_crocs(command):
 # record resampled to 100 Hz and cut into two 5-s frames. ``--quiet`` leaves
 # out the progress bars and the per-epoch lines.
 sklearn_crocs(
-    "fit labelled --attributes rhythm,sex,age --model model --fs 100 --frame-length 500 "
-    "--max-epochs 20 --quiet"
+    "fit labelled --attributes rhythm,sex,age --model model --fs 100 "
+    "--frame-length 500 --max-epochs 20 --quiet"
 )
 
 # %%
@@ -86,8 +102,12 @@ sklearn_crocs(
 # --------------------
 # One row per record: the attributes of the most probable prototype over the
 # record's frames, and with ``--proba`` the probability of each value.
-sklearn_crocs("predict archive --model model --out predictions.csv --proba --quiet")
-predicted = pd.read_csv(Path(workdir.name, "predictions.csv"), dtype={"record": str})
+sklearn_crocs(
+    "predict archive --model model --out predictions.csv --proba --quiet"
+)
+predicted = pd.read_csv(
+    Path(workdir.name, "predictions.csv"), dtype={"record": str}
+)
 predicted.head()
 
 # %%
@@ -99,7 +119,10 @@ predicted.head()
 settings = json.loads(Path(workdir.name, "model", "settings.json").read_text())
 oldest = settings["age_groups"]["age"]["labels"][-1]
 query = f"rhythm=SB,sex=M,age={oldest}"
-sklearn_crocs(f"search archive --model model --query '{query}' --k 10 --out hits.csv --quiet")
+sklearn_crocs(
+    f"search archive --model model --query '{query}' --k 10 "
+    "--out hits.csv --quiet"
+)
 hits = pd.read_csv(Path(workdir.name, "hits.csv"), dtype={"record": str})
 
 # %%
@@ -119,7 +142,7 @@ counts = pd.crosstab(
     dropna=False,
 )
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+fig, (left, right) = plt.subplots(2, 1, figsize=(7, 7), layout="constrained")
 left.imshow(counts.to_numpy(), cmap="Blues")
 for (i, j), n in np.ndenumerate(counts.to_numpy()):
     left.text(j, i, n, ha="center", va="center")
@@ -133,7 +156,11 @@ left.set(
     title=f"predict: {len(predicted)} archive records",
 )
 match = truth[hits["record"]].to_numpy() == "SB"
-right.bar(hits["rank"], hits["distance"], color=np.where(match, "tab:green", "tab:red"))
+right.bar(
+    hits["rank"],
+    hits["distance"],
+    color=np.where(match, "tab:green", "tab:red"),
+)
 right.set(
     xlabel="rank",
     ylabel="distance to the query's prototype",
