@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_FLAGS := -c constraints-cpu.txt
 
-.PHONY: run test lint docs bench clean bad-input-table paper-tables
+.PHONY: run test test-min lint docs docs-check bench bench-accuracy bench-defaults clean bad-input-table paper-tables
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
-## docs: build the HTML documentation (runs the example gallery) into docs/_build/html
+## test-min: the test suite on the declared lower bound of every dependency (tox -e min)
+test-min: $(STAMP)
+	$(BIN)/tox -e min
+
+## docs: build the HTML documentation (runs the example gallery) into docs/_build/html, then docs-check
 DOCS_STAMP := $(VENV)/.installed-docs
 
 $(DOCS_STAMP): $(STAMP) pyproject.toml
@@ -31,10 +35,23 @@ $(DOCS_STAMP): $(STAMP) pyproject.toml
 
 docs: $(DOCS_STAMP)
 	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+	$(MAKE) docs-check
 
-## bench: training/embedding, retrieval and scaling benchmarks (minutes; run on a quiet machine)
+## docs-check: open every built page in headless Chromium, offline (needs: apt-get install chromium)
+docs-check: $(DOCS_STAMP)
+	$(BIN)/python scripts/check_docs.py docs/_build/html
+
+## bench: training/embedding, retrieval, fast-path and scaling benchmarks (minutes; run on a quiet machine)
 bench: $(STAMP)
-	cd benchmarks && ../$(BIN)/python bench_training.py && ../$(BIN)/python bench_retrieval.py && ../$(BIN)/python bench_scaling.py
+	cd benchmarks && ../$(BIN)/python bench_training.py && ../$(BIN)/python bench_retrieval.py && ../$(BIN)/python bench_fastpath.py && ../$(BIN)/python bench_scaling.py
+
+## bench-accuracy: CROCS on the bundled PTB-XL sample, 5 seeds: the paper's Tables 1 and 2, ablations, baselines
+bench-accuracy: $(STAMP)
+	cd benchmarks && ../$(BIN)/python bench_accuracy.py
+
+## bench-defaults: each default of CROCSClusterer against its alternatives, on validation folds
+bench-defaults: $(STAMP)
+	cd benchmarks && ../$(BIN)/python bench_defaults.py --fits-per-seed 2
 
 ## paper-tables: the paper's experiments (baselines, Tables 1-3, sweeps, ablations) on the
 ## bundled PTB-XL sample and LUDB, 5 seeds, 2 processes: writes paper_tables/ and the

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import torch
+from torch import nn
 
 
 def machine_summary(device="cpu"):
@@ -177,8 +178,25 @@ def fmt_ms(stats):
     return f"{1e3 * stats['median']:,.1f} [{1e3 * stats['q1']:,.1f}-{1e3 * stats['q3']:,.1f}]"
 
 
+# Where print_table also appends its rows (title first), if set: see write_csv.
+_csv_path = None
+
+
+def write_csv(path):
+    """Have :func:`print_table` also append every table to the CSV file ``path``."""
+    global _csv_path
+    _csv_path = path
+
+
 def print_table(title, header, rows):
-    """Print a plain-text table with right-aligned columns."""
+    """Print a plain-text table with right-aligned columns (and append it to the CSV file)."""
+    if _csv_path is not None:
+        import csv
+
+        with open(_csv_path, "a", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["table", *header])
+            writer.writerows([title, *row] for row in rows)
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
     print(f"\n{title}")
     line = "  ".join(str(h).rjust(w) for h, w in zip(header, widths))
@@ -186,3 +204,21 @@ def print_table(title, header, rows):
     print("-" * len(line))
     for row in rows:
         print("  ".join(str(c).rjust(w) for c, w in zip(row, widths)))
+
+
+def reference_cnn(in_channels, length, embedding_dim):
+    """The paper's CNN (Appendix B, Table 5) with standard torch layers."""
+    layers, c_in = [], in_channels
+    for c_out in (4, 16, 32):
+        layers += [
+            nn.Conv1d(c_in, c_out, 7, stride=3),
+            nn.BatchNorm1d(c_out),
+            nn.ReLU(),
+            nn.MaxPool1d(2),
+            nn.Dropout(0.1),
+        ]
+        # Output length computed, not probed: a forward pass would draw
+        # dropout masks and move the batch norms' running statistics.
+        c_in, length = c_out, ((length - 7) // 3 + 1) // 2
+    features = nn.Sequential(*layers)
+    return nn.Sequential(features, nn.Flatten(), nn.Linear(c_in * length, embedding_dim), nn.ReLU())

@@ -1,24 +1,19 @@
-"""Retrieval: PrototypeRetriever.kneighbors against scikit-learn and the bare matrix product.
+"""Retrieval: PrototypeRetriever.kneighbors against scikit-learn and a bare blockwise torch search.
 
 For each database size N, 40 unit-norm queries search N unit-norm float32
 embeddings of size 128 for their 10 nearest rows:
 
-- *bare matrix product* ``Q @ E.T`` into a preallocated output: the floor
-  every exact method must pay;
-- *sklearn NearestNeighbors(algorithm="brute")*: scikit-learn's exact search;
-- *PrototypeRetriever.kneighbors*: the package's exact blockwise top-k,
-  which filters each block with an int8 or bfloat16 product of proven error
-  bound where the CPU multiplies those natively (then refines the few rows
-  left in float64), so it can take less time than the float32 product. The
-  retriever is fitted on a small real database, then its ``embeddings_`` are
-  replaced by the N benchmark embeddings, so that exactly the code of
-  ``kneighbors`` is timed and not the encoder.
-
-The embeddings are random unit vectors; the last row repeats the largest N
-with *clustered* embeddings, tight groups around the 40 queries (cosine
-about 0.99 to their query), as CROCS embeddings gather around their
-prototypes: there int8 and bfloat16 cannot tell rows apart, and the search
-falls back to float32 filtering.
+- *torch mm + topk*: a bare blockwise search written here, one
+  ``torch.mm`` of the queries with each block of 65,536 rows,
+  ``torch.topk`` on it and on the concatenation with the best so far: the
+  floor of the package's search, which does the same with Euclidean
+  scores, ties to the lower index and float64 distances of the rows found;
+- *sklearn NearestNeighbors(algorithm="brute")*: scikit-learn's exact
+  search (its chunked ArgKmin);
+- *PrototypeRetriever.kneighbors*: the package. The retriever is fitted on
+  a small random database, then its index is replaced by the N benchmark
+  embeddings, so that exactly the code of ``kneighbors`` is timed and not
+  the encoder.
 
 Each (method, N) runs in its own process, a few timed calls after an
 untimed one; all sizes and methods take turns, round after round, so that a
@@ -27,14 +22,17 @@ alike. Time is the median [IQR] over all timed calls; the ratios and the
 growth with N are medians over rounds of the ratios within a round. "extra
 MB" is the peak resident memory during the calls minus the memory held
 before them (the stored embeddings included in the latter), the largest
-over rounds. Results are checked against each other. Run ``python benchmarks/bench_retrieval.py``
-(``--quick`` for small sizes).
+over rounds. The load average is printed before and after the runs: compare
+figures only from a quiet machine. Results are checked against each other.
+Run ``python benchmarks/bench_retrieval.py`` (``--quick`` for small sizes).
 """
 
 import argparse
+import os
 import time
 
 import numpy as np
+import torch
 
 from _utils import (
     fmt_ms,
@@ -45,9 +43,12 @@ from _utils import (
     rss_mb,
     run_rounds,
     summary,
+    write_csv,
 )
 
 N_QUERIES, DIM, K = 40, 128, 10
+BLOCK_ROWS = 65536  # as the package's search
+METHODS = ("kneighbors", "sklearn", "torch")
 
 
 def _unit(rng, n):
@@ -56,15 +57,9 @@ def _unit(rng, n):
     return x
 
 
-def _problem(n, clustered=False, seed=0):
+def _problem(n, seed=0):
     rng = np.random.default_rng(seed)
-    queries = _unit(rng, N_QUERIES)
-    if not clustered:
-        return queries, _unit(rng, n)
-    database = queries[rng.integers(0, N_QUERIES, n)]
-    database += 0.01 * rng.standard_normal(database.shape, dtype=np.float32)
-    database /= np.linalg.norm(database, axis=1, keepdims=True)
-    return queries, database
+    return _unit(rng, N_QUERIES), _unit(rng, n)
 
 
 def _retriever(database):
@@ -82,13 +77,27 @@ def _retriever(database):
     return retriever
 
 
-def measure(method, n, repeats, clustered=False):
-    queries, database = _problem(n, clustered)
-    if method == "matmul":
-        out = np.empty((len(queries), n), dtype=np.float32)  # allocated once: the pure product
+def blockwise_topk(queries, database, k):
+    """Indices of the ``k`` largest inner products: torch.mm and torch.topk per block."""
+    queries = torch.from_numpy(queries)
+    best_values = torch.empty((len(queries), 0))
+    best_indices = torch.empty((len(queries), 0), dtype=torch.int64)
+    for start in range(0, len(database), BLOCK_ROWS):
+        scores = torch.mm(queries, torch.from_numpy(database[start : start + BLOCK_ROWS]).T)
+        values, indices = torch.topk(scores, min(k, scores.shape[1]), dim=1)
+        values = torch.cat([best_values, values], dim=1)
+        indices = torch.cat([best_indices, indices + start], dim=1)
+        best_values, order = torch.topk(values, min(k, values.shape[1]), dim=1)
+        best_indices = indices.gather(1, order)
+    return best_values, best_indices
+
+
+def measure(method, n, repeats):
+    queries, database = _problem(n)
+    if method == "torch":
 
         def run():
-            return np.matmul(queries, database.T, out=out)
+            return blockwise_topk(queries, database, K)
     elif method == "sklearn":
         from sklearn.neighbors import NearestNeighbors
 
@@ -107,81 +116,78 @@ def measure(method, n, repeats, clustered=False):
     reset_peak_rss()
     times = repeat(run, repeats)
     extra = rss_mb("VmHWM") - before
-    result = run()
-    indices = None if method == "matmul" else np.asarray(result[1]).tolist()
     return {
         "times": {"time": times.tolist()},
         "work": {"time": 1},
         "peak_mb": extra,
-        "indices": indices,
+        "indices": np.asarray(run()[1]).tolist(),
     }
+
+
+def _load():
+    return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg()) + " (1, 5, 15 min)"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to 10^5, 2 rounds")
+    parser.add_argument("--csv", help="also append every table to this CSV file")
     args = parser.parse_args(argv)
+    write_csv(args.csv)
     sizes = (
         [10_000, 50_000, 100_000] if args.quick else [10_000, 100_000, 250_000, 500_000, 1_000_000]
     )
     rounds, repeats = (2, 3) if args.quick else (5, 3)
-    methods = ("matmul", "sklearn", "crocs")
     print(f"Machine: {machine_summary()}")
+    print(f"Before: {_load()}")
     start = time.perf_counter()
-    sets = [(n, False) for n in sizes] + [(sizes[-1], True)]
     # Every size and method takes turns (each call in a fresh process), so that
     # a change of machine speed hits them alike; ratios and growth are taken
     # within each round, then the median over rounds.
-    cases = [
-        ("measure", {"method": m, "n": n, "clustered": clustered})
-        for n, clustered in sets
-        for m in methods
-    ]
+    cases = [("measure", {"method": m, "n": n}) for n in sizes for m in METHODS]
     pooled = run_rounds("bench_retrieval", cases, rounds, repeats=repeats)
     rows, previous = [], None
-    for i, (n, clustered) in enumerate(sets):
-        results = dict(zip(methods, pooled[3 * i : 3 * i + 3]))
-        for crocs_run, sklearn_run in zip(results["crocs"]["runs"], results["sklearn"]["runs"]):
-            if crocs_run["indices"] != sklearn_run["indices"]:
-                mismatch = np.mean(
-                    np.asarray(crocs_run["indices"]) != np.asarray(sklearn_run["indices"])
-                )
-                print(f"note: N={n}: {mismatch:.2%} of neighbour indices differ from scikit-learn")
-                break
+    for i, n in enumerate(sizes):
+        results = dict(zip(METHODS, pooled[len(METHODS) * i : len(METHODS) * (i + 1)]))
+        for other in ("sklearn", "torch"):
+            ours = np.asarray(results["kneighbors"]["runs"][0]["indices"])
+            theirs = np.asarray(results[other]["runs"][0]["indices"])
+            if not np.array_equal(ours, theirs):
+                print(f"note: N={n}: {np.mean(ours != theirs):.2%} of indices differ from {other}")
         # Seconds per call: every repeat pooled, and one median per round.
-        times = {m: sum((r["times"]["time"] for r in results[m]["runs"]), []) for m in methods}
-        per_round = {m: 1 / np.asarray(results[m]["time"]["rounds"]) for m in methods}
+        times = {m: sum((r["times"]["time"] for r in results[m]["runs"]), []) for m in METHODS}
+        per_round = {m: 1 / np.asarray(results[m]["time"]["rounds"]) for m in METHODS}
         growth = ""
-        if previous is not None and not clustered:
-            growth = f"{np.median(per_round['crocs'] / previous[1]):.2f} for x{n / previous[0]:g} N"
+        if previous is not None:
+            ratio = np.median(per_round["kneighbors"] / previous[1])
+            growth = f"{ratio:.2f} for x{n / previous[0]:g} N"
         rows.append(
             [
-                f"{n:,}" + (" clustered" if clustered else ""),
-                *(fmt_ms(summary(times[m])) for m in methods),
-                f"{np.median(per_round['crocs'] / per_round['matmul']):.2f}",
-                f"{np.median(per_round['sklearn'] / per_round['crocs']):.1f}",
-                " / ".join(f"{results[m]['peak_mb']:.0f}" for m in methods),
+                f"{n:,}",
+                *(fmt_ms(summary(times[m])) for m in METHODS),
+                f"{np.median(per_round['sklearn'] / per_round['kneighbors']):.2f}",
+                f"{np.median(per_round['kneighbors'] / per_round['torch']):.2f}",
+                " / ".join(f"{results[m]['peak_mb']:.0f}" for m in METHODS),
                 growth,
             ]
         )
-        if not clustered:
-            previous = (n, per_round["crocs"])
+        previous = (n, per_round["kneighbors"])
     print_table(
         f"Retrieval: {N_QUERIES} queries, k={K}, {DIM}-dim float32 embeddings, "
         f"{rounds} rounds x {repeats} repeats (ms)",
         [
             "N",
-            "matmul Q@E.T",
-            "sklearn brute",
             "kneighbors",
-            "kneighbors/matmul",
+            "sklearn brute",
+            "torch mm+topk",
             "sklearn/kneighbors",
-            "extra MB (matmul/sklearn/crocs)",
+            "kneighbors/torch",
+            "extra MB (kneighbors/sklearn/torch)",
             "kneighbors growth",
         ],
         rows,
     )
-    print(f"({time.perf_counter() - start:.0f} s)")
+    print(f"After: {_load()} ({time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

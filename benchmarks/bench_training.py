@@ -9,23 +9,27 @@ Cases, each measured in its own process on the same random data:
   ``DataLoader(TensorDataset(X, y), batch_size, shuffle=True)`` and Adam;
 - *plain loop, same model*: the package's encoder and ``CROCSLoss`` driven by a
   hand-written loop over contiguous batch slices (no estimator, no skorch),
-  with the estimator's optimizer (fused Adam where torch supports it) and
-  freed memory kept mapped between steps as ``CROCSNet.fit_loop`` keeps it
-  (``retain_heap="auto"``: on CPU, on Linux with glibc), to isolate what the
-  estimator itself costs;
+  with the estimator's optimizer (fused Adam where torch supports it), to
+  isolate what the estimator itself costs;
+- with ``--compile``, *plain loop, torch.compile*: the same loop with the
+  encoder's plain layers (``fast_path=False``) compiled by ``torch.compile``
+  (the first, untimed call of each process compiles), the alternative to the
+  encoders' hand-written fast path;
 - ``CROCSClusterer.fit`` (no validation split) and ``transform``.
 
 Embedding compares ``transform`` with the reference layers' forward pass in
 ``torch.no_grad`` over a DataLoader of batch 256, the training batch; where
-``transform`` runs in smaller batches (it keeps each batch's largest
-activation within 16 MiB, in the CPU caches), the reference also runs in
-those, to show what the batch size alone gives. Throughput is frames per second (median and
+``transform`` runs in other batches (up to 1024 frames, each batch's largest
+activation within 8 MiB), the reference also runs in those, to show what
+the batch size alone gives. Throughput is frames per second (median and
 inter-quartile range over repeats), also given as GFLOP/s (the model's FLOPs per
 frame, counted by ``torch.utils.flop_counter``) and as a share of a float32
 matrix product's GFLOP/s measured in the same run, the machine's practical
 peak; memory is the process's peak RSS. The cases
-take turns (one timed call of each per round, each in a fresh process after
-an untimed warm-up), so that a machine whose speed drifts during the run,
+take turns (each in a fresh process, after an untimed warm-up: one timed
+call of ``fit`` per round, three of an embedding pass, which is short
+enough for a whole process to run at one speed: on shared virtual machines
+some processes run at half speed throughout), so that a machine whose speed drifts during the run,
 as shared virtual machines do, slows all cases alike; "vs reference" (and the
 estimator overhead) is the median over rounds of the ratio within each round.
 
@@ -55,10 +59,12 @@ from _utils import (
     paired_ratio,
     peak_memory_mb,
     print_table,
+    reference_cnn,
     repeat,
     reset_peak_memory,
     run_rounds,
     synchronize,
+    write_csv,
 )
 
 COMBINATIONS = np.array(list(itertools.product(range(4), range(2), range(4))))  # M = 32
@@ -74,24 +80,6 @@ def _data(n, leads, length, seed=0):
     X = rng.standard_normal((n, leads, length), dtype=np.float32)
     codes = rng.integers(0, len(COMBINATIONS), n)
     return X, COMBINATIONS[codes], codes
-
-
-def reference_cnn(in_channels, length, embedding_dim):
-    """The paper's CNN (Appendix B) with standard torch layers."""
-    layers, c_in = [], in_channels
-    for c_out in (4, 16, 32):
-        layers += [
-            nn.Conv1d(c_in, c_out, 7, stride=3),
-            nn.BatchNorm1d(c_out),
-            nn.ReLU(),
-            nn.MaxPool1d(2),
-            nn.Dropout(0.1),
-        ]
-        c_in = c_out
-    features = nn.Sequential(*layers)
-    with torch.no_grad():
-        n_flat = features(torch.zeros(1, in_channels, length)).numel()
-    return nn.Sequential(features, nn.Flatten(), nn.Linear(n_flat, embedding_dim), nn.ReLU())
 
 
 def reference_model(config):
@@ -142,7 +130,9 @@ class PlainCROCSLoss(nn.Module):
         return nce + reg
 
 
-def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="cpu"):
+def train_plain(
+    config, n, epochs, repeats, same_model, batch_size=256, device="cpu", compile=False
+):
     """Frames/s of a hand-written training loop."""
     X, _, codes = _data(n, config["leads"], config["length"])
     torch.manual_seed(0)
@@ -150,7 +140,9 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
         from sklearn_crocs.nn import CNNEncoder, CROCSLoss, ResNet1dEncoder
 
         encoder_cls = CNNEncoder if config["encoder"] == "cnn" else ResNet1dEncoder
-        model = encoder_cls(config["leads"], config["length"], config["embedding_dim"])
+        model = encoder_cls(
+            config["leads"], config["length"], config["embedding_dim"], fast_path=not compile
+        )
         criterion = CROCSLoss(COMBINATIONS, config["embedding_dim"])
         X_t, y_t = torch.from_numpy(X), torch.from_numpy(codes)
 
@@ -172,9 +164,6 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
             for xb, yb in loader:
                 yield xb.to(device), yb.to(device)
 
-    from sklearn_crocs.nn._heap import retained_heap
-    from sklearn_crocs.nn._net import _heap_retention_helps
-
     model.to(device)
     criterion.to(device)
     from sklearn_crocs._clusterer import _fused_adam_supported
@@ -183,6 +172,8 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
     options = {"fused": _fused_adam_supported(device)} if same_model else {}
     optimizer = torch.optim.Adam([*model.parameters(), *criterion.parameters()], lr=1e-4, **options)
     model.train()
+    if compile:
+        model = torch.compile(model)
 
     def steps():
         for _ in range(epochs):
@@ -193,11 +184,7 @@ def train_plain(config, n, epochs, repeats, same_model, batch_size=256, device="
                 optimizer.step()
 
     def run():
-        if same_model and _heap_retention_helps(device):
-            with retained_heap():
-                steps()
-        else:
-            steps()
+        steps()
         synchronize(device)
 
     reset_peak_memory(device)
@@ -318,7 +305,12 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
     parser.add_argument("--only", choices=sorted(CONFIGS), help="run one encoder only")
     parser.add_argument("--device", default="cpu", help='torch device, e.g. "cuda" (default: cpu)')
+    parser.add_argument(
+        "--compile", action="store_true", help="also time torch.compile'd plain layers"
+    )
+    parser.add_argument("--csv", help="also append every table to this CSV file")
     args = parser.parse_args(argv)
+    write_csv(args.csv)
     device = args.device
     gpu = torch.device(device).type == "cuda"
     print(f"Machine: {machine_summary(device)}")
@@ -343,15 +335,15 @@ def main(argv=None):
         peak = matmul_gflops(4096 if gpu else 2048, device=device)
         train_flops, forward_flops = flops_per_frame(config, True), flops_per_frame(config, False)
         common = {"config": config, "n": n, "device": device}
-        ref, same, est = run_rounds(
-            "bench_training",
-            [
-                ("train_plain", dict(common, epochs=epochs, same_model=False)),
-                ("train_plain", dict(common, epochs=epochs, same_model=True)),
-                ("train_estimator", dict(common, epochs=epochs)),
-            ],
-            repeats,
-        )
+        cases = [
+            ("train_plain", dict(common, epochs=epochs, same_model=False)),
+            ("train_plain", dict(common, epochs=epochs, same_model=True)),
+            ("train_estimator", dict(common, epochs=epochs)),
+        ]
+        if args.compile:
+            compiled = dict(common, epochs=epochs, same_model=True, compile=True)
+            cases.append(("train_plain", compiled))
+        ref, same, est, *compiled = run_rounds("bench_training", cases, repeats)
         header = [
             "case",
             "frames/s median [IQR]",
@@ -369,6 +361,7 @@ def main(argv=None):
                 train_row("plain loop, same model, sliced batches", same, ref),
                 train_row("CROCSClusterer.fit (whole fit)", est, ref),
                 train_row("CROCSClusterer.fit (training epochs)", est, ref, key="epoch_rate"),
+                *(train_row("plain loop, torch.compile'd plain layers", c, ref) for c in compiled),
             ],
         )
         print(
@@ -383,7 +376,9 @@ def main(argv=None):
         cases = [("embed", dict(common, estimator=False)), ("embed", dict(common, estimator=True))]
         if batch != 256:
             cases.append(("embed", dict(common, estimator=False, batch_size=batch)))
-        ref_fwd, est_fwd, *ref_same_batch = run_rounds("bench_training", cases, repeats)
+        ref_fwd, est_fwd, *ref_same_batch = run_rounds(
+            "bench_training", cases, repeats, repeats=1 if args.quick else 3
+        )
         forward = {"flops": forward_flops, "peak": peak}
         rows = [
             _row("reference layers, no_grad + DataLoader", ref_fwd, ref_fwd, **forward),

@@ -17,8 +17,8 @@ databases that users download themselves:
   x sex x age quartile; a ResNet18-style encoder, E = 256, batch 128,
   learning rate 1e-5.
 
-Both are split 60:20:20 at the *patient* level, and age quartiles are learned
-on the training patients only.
+Both are split 60:20:20 at the *patient* level, stratified by class, and age
+quartiles are learned on the training patients only.
 
 To run the full pipelines on your copies, point these environment variables
 at them before running this script::
@@ -42,22 +42,25 @@ import os
 import sys
 import time
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.datasets import (
-    AgeGroupEncoder,
     get_data_home,
-    leads_as_instances,
     load_chapman,
     load_ludb,
     load_ptbxl,
-    make_frames,
-    normalize_frames,
     patient_split,
-    resample_signals,
 )
 from sklearn_crocs.metrics import evaluate_prototypes
+from sklearn_crocs.preprocessing import (
+    AgeGroupEncoder,
+    leads_as_instances,
+    make_frames,
+    normalize_frames,
+    resample_signals,
+)
 
 RANDOM_STATE = 0
 
@@ -65,7 +68,8 @@ RANDOM_STATE = 0
 # Shared steps
 # ------------
 # Records with an unknown age cannot be given an age group; they are left out
-# (and counted) before splitting. Age quartiles are fitted on the training
+# (and counted) before splitting. The patient split is stratified by the
+# class, the first attribute column. Age quartiles are fitted on the training
 # patients and applied to everyone. The report gives, per attribute, the
 # accuracy and the adjusted mutual information (AMI) of the attributes of the
 # nearest prototype, as in the paper's Table 1.
@@ -85,9 +89,10 @@ def drop_unknown_age(bunch):
 
 def with_age_groups(attributes, train_records):
     """Attributes with age replaced by quartiles fitted on training records."""
-    encoder = AgeGroupEncoder(n_groups=4).fit(attributes[["age"]].iloc[train_records])
+    ages = attributes[["age"]]
+    encoder = AgeGroupEncoder(n_groups=4).fit(ages.iloc[train_records])
     out = attributes.copy()
-    out["age"] = encoder.transform(attributes[["age"]]).ravel()
+    out["age"] = encoder.transform(ages).ravel()
     return out, encoder.labels_
 
 
@@ -112,23 +117,24 @@ def chapman_pipeline(bunch, **model_params):
     frames, attributes, groups = make_frames(
         data, frame_length=2500, attributes=attributes, groups=groups
     )
-    train, val, test = patient_split(groups, random_state=RANDOM_STATE)
+    train, val, test = patient_split(
+        groups, stratify=attributes.iloc[:, 0], random_state=RANDOM_STATE
+    )
     attributes, age_labels = with_age_groups(attributes, train)
     print(f"  age groups (training quartiles): {age_labels}")
 
     def instances(rows):
-        X, y, g, _ = leads_as_instances(
-            frames[rows], attributes.iloc[rows].reset_index(drop=True), groups[rows]
-        )
+        y = attributes.iloc[rows].reset_index(drop=True)
+        X, y, g, _ = leads_as_instances(frames[rows], y, groups[rows])
         return normalize_frames(X, method="minmax"), y, g
 
     X_train, y_train, g_train = instances(train)
-    model = CROCSClusterer(encoder="cnn", random_state=RANDOM_STATE, **model_params).fit(
-        X_train, y_train, groups=g_train
-    )
-    print(f"  trained {model.n_iter_} epochs, {len(model.prototypes_)} prototypes")
+    model = CROCSClusterer(
+        encoder="cnn", random_state=RANDOM_STATE, **model_params
+    ).fit(X_train, y_train, groups=g_train)
+    print(f"  trained {model.n_iter_} epochs")
     return {
-        split: report(model, *instances(rows)[:2], f"Chapman pipeline, {split}")
+        split: report(model, *instances(rows)[:2], f"Chapman, {split}")
         for split, rows in (("validation", val), ("test", test))
     }
 
@@ -146,19 +152,21 @@ def ptbxl_pipeline(bunch, **model_params):
         data, frame_length=2500, attributes=attributes, groups=groups
     )
     frames = normalize_frames(frames, method="zscore")
-    train, val, test = patient_split(groups, random_state=RANDOM_STATE)
+    train, val, test = patient_split(
+        groups, stratify=attributes.iloc[:, 0], random_state=RANDOM_STATE
+    )
     attributes, age_labels = with_age_groups(attributes, train)
     print(f"  age groups (training quartiles): {age_labels}")
-    model = CROCSClusterer(encoder="resnet", random_state=RANDOM_STATE, **model_params).fit(
-        frames[train], attributes.iloc[train], groups=groups[train]
-    )
-    print(f"  trained {model.n_iter_} epochs, {len(model.prototypes_)} prototypes")
+    model = CROCSClusterer(
+        encoder="resnet", random_state=RANDOM_STATE, **model_params
+    ).fit(frames[train], attributes.iloc[train], groups=groups[train])
+    print(f"  trained {model.n_iter_} epochs")
     return {
         split: report(
             model,
             frames[rows],
             attributes.iloc[rows].reset_index(drop=True),
-            f"PTB-XL pipeline, {split}",
+            f"PTB-XL, {split}",
         )
         for split, rows in (("validation", val), ("test", test))
     }
@@ -211,19 +219,51 @@ if os.environ.get("SKLEARN_CROCS_PTBXL"):
     )
 
 # %%
-# Offline: the same pipelines on the bundled LUDB records
-# -------------------------------------------------------
-# LUDB's rhythm statements are grouped like Chapman's (AFIB, GSVT, SB, SR),
-# so the Chapman pipeline runs on it as is. The PTB-XL pipeline is run on the
-# same records with rhythm as the class, to show the 12-lead ResNet path.
-# Only a few epochs with a larger learning rate: a quick check that every
-# step works, not a result.
+# Offline: the bundled LUDB records in both formats
+# -------------------------------------------------
+# The 102 LUDB records are stored as the databases deliver theirs: 10 s of
+# 12 leads at 500 Hz, in mV. Lead II of the first record as loaded, and as
+# each pipeline hands it to the encoder: resampled to 250 Hz and scaled to
+# [0, 1] (Chapman), or cut into two 5-s frames, each z-scored (PTB-XL).
 
 ludb = load_ludb()
-print(f"LUDB: {ludb.data.shape[0]} records, {ludb.data.shape[1]} leads at {ludb.fs} Hz")
+n_records, n_leads, n_samples = ludb.data.shape
+print(f"LUDB: {n_records} records x {n_leads} leads x {n_samples} samples")
+record, lead = ludb.data[:1], ludb.lead_names.index("II")
+chapman_view = normalize_frames(
+    resample_signals(record, ludb.fs, 250), method="minmax"
+)
+ptbxl_view = normalize_frames(make_frames(record, 2500)[0], method="zscore")
+
+fig, axes = plt.subplots(3, 1, figsize=(7, 5.6), layout="constrained")
+seconds = np.arange(n_samples) / ludb.fs
+axes[0].plot(seconds, record[0, lead], color="black", linewidth=0.6)
+axes[0].set(title="as loaded: 500 Hz", ylabel="mV")
+seconds = np.arange(chapman_view.shape[-1]) / 250
+axes[1].plot(seconds, chapman_view[0, lead], color="black", linewidth=0.6)
+axes[1].set(title="Chapman pipeline: 250 Hz, min-max", ylabel="[0, 1]")
+for i, frame in enumerate(ptbxl_view):
+    seconds = 5 * i + np.arange(frame.shape[-1]) / ludb.fs
+    axes[2].plot(seconds, frame[lead], linewidth=0.6, label=f"frame {i + 1}")
+axes[2].set(title="PTB-XL pipeline: two 5-s frames, z-scored", ylabel="SD")
+axes[2].set_xlabel("time (s)")
+axes[2].legend(loc="upper right", fontsize="small")
+
+# %%
+# Offline: both pipelines on the bundled records
+# ----------------------------------------------
+# LUDB's rhythm statements are grouped like Chapman's (AFIB, GSVT, SB, SR),
+# so the Chapman pipeline runs on it as is. The PTB-XL pipeline is run on
+# the same records with rhythm as the class, to show the 12-lead ResNet
+# path. Few epochs with a larger learning rate and a small network: a check
+# that every step works, not a result (the other examples show results, on
+# the PTB-XL sample).
+
 start = time.perf_counter()
-quick = {"batch_size": 128, "lr": 1e-3, "validation_fraction": None, "verbose": 0}
-chapman_tables = chapman_pipeline(ludb, embedding_dim=32, max_epochs=60, **quick)
+quick = {"batch_size": 128, "lr": 1e-3, "validation_fraction": None}
+chapman_tables = chapman_pipeline(
+    ludb, embedding_dim=32, max_epochs=60, **quick
+)
 ptbxl_tables = ptbxl_pipeline(
     ludb,
     embedding_dim=32,

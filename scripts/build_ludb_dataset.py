@@ -30,12 +30,12 @@ import numpy as np
 import pandas as pd
 import wfdb
 
+from sklearn_crocs._utils import _atomic_path
 from sklearn_crocs.datasets._base import (
     STANDARD_LEADS,
-    _atomic_path,
-    _parse_age,
-    _parse_sex,
     canonical_lead_name,
+    parse_age,
+    parse_sex,
 )
 from sklearn_crocs.datasets._ludb import (
     LUDB_FILENAME,
@@ -92,8 +92,8 @@ def _check_against_csv(ludb_dir, table):
             problems.append(f"record {name} is missing from ludb.csv")
             continue
         entry = sheet.loc[name]
-        sex = _parse_sex(entry["Sex"])
-        age = _parse_age(entry["Age"])
+        sex = parse_sex(entry["Sex"])
+        age = parse_age(entry["Age"])
         # A cell can list several rhythms on separate lines; the first line
         # is the rhythm the header's '#Rhythm:' statement gives.
         first_rhythm = str(entry["Rhythms"]).strip().splitlines()[0].strip()

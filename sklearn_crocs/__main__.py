@@ -1,7 +1,7 @@
-"""``python -m sklearn_crocs``: the main job (see :mod:`sklearn_crocs._main`)."""
+"""``python -m sklearn_crocs``: the main job, or a subcommand (see :mod:`sklearn_crocs._cli`)."""
 
 import sys
 
-from ._main import main
+from ._cli import main
 
 sys.exit(main())

@@ -1,11 +1,12 @@
 """CROCSClusterer: clinical prototypes learned with a skorch-wrapped encoder."""
 
 import math
+import re
+import sys
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from sklearn import get_config
@@ -15,9 +16,8 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
     _fit_context,
+    clone,
 )
-from sklearn.model_selection import GroupShuffleSplit
-from sklearn.preprocessing import OrdinalEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
@@ -25,76 +25,24 @@ from skorch.callbacks import EarlyStopping, PassthroughScoring
 from skorch.helper import predefined_split
 from torch import nn
 
-from ._attributes import as_attribute_frame
+from ._attributes import AttributeCodec
 from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
-from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, ResNet1dEncoder
-from .nn._net import _KeepBestState
+from ._utils import _device_problem, _fused_adam_supported, _nearest, _silent
+from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, RandomWindow, ResNet1dEncoder
+from .nn._encoders import ENCODERS
+from .nn._net import KeepBestState
 
 __all__ = ["CROCSClusterer"]
 
-_ENCODERS = {"cnn": CNNEncoder, "resnet": ResNet1dEncoder}
 
 # Inference reads and validates its input in chunks of about this many bytes
 # of float32 signal, so that embedding a large (e.g. memory-mapped) database
 # needs extra memory independent of its size.
 _CHUNK_BYTES = 64 * 2**20
 
-# Above this many attribute combinations the M x M weight table alone takes
-# 800 MB; such a count almost always means an attribute was not discretised.
-_MAX_PROTOTYPES = 10_000
-
-
-def _fused_adam_supported(device):
-    """Whether ``torch.optim.Adam(fused=True)`` runs on ``device`` (CPU: torch >= 2.4).
-
-    The fused update gives the same steps with one kernel instead of a few
-    per parameter tensor: 0.13 ms against 0.38 ms per step for the paper's CNN.
-    """
-    try:
-        torch.optim.Adam([torch.zeros(1, device=device, requires_grad=True)], fused=True)
-    except Exception:  # older torch, or a device that is not available here
-        return False
-    return True
-
-
-def _python_value(value):
-    """A numpy scalar as the Python scalar it holds, for readable messages."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _device_problem(device):
-    """Why torch cannot use ``device`` here, or None if it can."""
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        return f"it is not a torch device ({exc})"
-    if device.type == "cpu":
-        return None
-    backend = torch.backends.mps if device.type == "mps" else getattr(torch, device.type, None)
-    is_available = getattr(backend, "is_available", None)
-    if is_available is None or not is_available():
-        return (
-            f"torch.{device.type}.is_available() is False: this PyTorch build or this "
-            f"machine has no {device.type} device"
-        )
-    count = getattr(backend, "device_count", None)
-    if device.index is not None and count is not None and device.index >= count():
-        return f"only {count()} {device.type} device(s) are visible"
-    return None
-
-
-def _nearest(embeddings, prototypes, counts):
-    """Index of the most similar prototype (cosine; both sides are unit vectors).
-
-    An all-zero embedding (an encoder that ends in a ReLU can output one) is
-    equally near every prototype; it gets the prototype with the most
-    training ECGs (``counts``), the best guess without evidence, rather than
-    whichever comes first.
-    """
-    nearest = np.argmax(embeddings @ prototypes.T, axis=1)
-    nearest[~embeddings.any(axis=1)] = np.argmax(counts)
-    return nearest
+# The colour codes that skorch's PrintLog puts around each column's best value.
+_ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class CROCSClusterer(
@@ -112,12 +60,16 @@ class CROCSClusterer(
     The encoder is trained by a private skorch net (``net_``) whose criterion,
     :class:`~sklearn_crocs.nn.CROCSLoss`, owns the prototypes.
 
+    Read more in the :ref:`User Guide <clustering>`.
+
     Parameters
     ----------
-    encoder : {"cnn", "resnet"} or nn.Module subclass, default="cnn"
-        ``"cnn"``: the paper's small CNN (:class:`~sklearn_crocs.nn.CNNEncoder`,
-        used on Chapman); ``"resnet"``: a 1-D ResNet18 with one block per stage
-        (:class:`~sklearn_crocs.nn.ResNet1dEncoder`, used on PTB-XL). A class is
+    encoder : {"cnn", "resnet"} or nn.Module subclass, default="resnet"
+        ``"resnet"``: a 1-D ResNet18 with one block per stage, at half its
+        widths (:class:`~sklearn_crocs.nn.ResNet1dEncoder`, the paper's
+        PTB-XL encoder); ``"cnn"``: the paper's small CNN for single-lead
+        Chapman frames (:class:`~sklearn_crocs.nn.CNNEncoder`), which learns
+        far less on 12-lead ECGs (see :ref:`defaults`). A class is
         instantiated as ``encoder(in_channels=n_leads, n_timepoints=n_timepoints,
         embedding_dim=embedding_dim, **encoder_params)`` and must map
         ``(batch, n_leads, n_timepoints)`` to ``(batch, embedding_dim)``.
@@ -128,20 +80,26 @@ class CROCSClusterer(
         Chapman, 256 on PTB-XL).
     tau_s : float, default=0.1
         Temperature of the cosine similarity.
-    tau_w : float, default=1.0
+    tau_w : float, default=0.5
         Temperature of the soft-assignment weights; ``math.inf`` weighs all
         prototypes of an ECG's class equally. Ignored when ``loss="hard"``.
-    beta : float, default=0.2
+        The paper uses 1; 0.5 gives an ECG's own combination more of the
+        weight (see :ref:`defaults` for what each value measured).
+    beta : float, default=0.0
         Desired distance between two same-class prototypes per differing
-        attribute in the arrangement regulariser; ``0`` turns it off.
+        attribute in the arrangement regulariser (the paper's
+        NCE-soft + L_reg uses 0.2); ``0`` turns it off: on the PTB-XL
+        sample the learned prototypes then retrieve better, with the other
+        figures within their noise (see :ref:`defaults`).
     loss : {"soft", "hard"}, default="soft"
         ``"soft"``: NCE-soft (an ECG is attracted to every prototype of its
         class, more strongly the more attributes they share); ``"hard"``:
         NCE-hard (only to the prototype of its exact combination).
-    reg_reduction : {"sum", "mean"}, default="sum"
+    reg_reduction : {"sum", "mean"}, default="mean"
         How the regulariser adds up its terms over pairs of same-class
-        prototypes: their sum (Eq. 3) or their mean (the paper's text calls
-        it a mean-squared error).
+        prototypes: their mean (the paper's text calls it a mean-squared
+        error) or their sum (Eq. 3), which with 16 prototypes starts about
+        30 times larger than the NCE term. Used only when ``beta > 0``.
     prototypes : {"learned", "mean"}, default="learned"
         Centroids used by :meth:`predict`, :meth:`predict_proba` and
         ``prototypes_``: the learned clinical prototypes (CP CROCS) or the
@@ -150,25 +108,49 @@ class CROCSClusterer(
     class_attribute : int or str, default=0
         Column (position or name) of ``y`` that holds the class attribute:
         ECGs are only attracted to prototypes of their own class.
-    max_epochs : int, default=100
-        Maximum number of passes over the training data.
-    batch_size : int, default=256
-        Mini-batch size (paper: 256 on Chapman, 128 on PTB-XL). Inference
-        (``transform``, ``predict``, validation) uses batches of at most this
-        size, and on CPU fewer where a batch's largest intermediate tensor
-        would exceed 16 MiB (52 frames for the ResNet on 12-lead 2500-sample
-        frames), which keeps it in the CPU caches; outputs do not depend on it
-        (up to float rounding).
-    lr : float, default=1e-4
-        Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL).
-    validation_fraction : float or None, default=0.1
-        Fraction of the training groups (patients) held out for early
-        stopping: training stops when the contrastive (NCE) loss of these
+    missing : {"marginalise", "error"}, default="marginalise"
+        What ``fit`` does with missing values (NaN, None, ``pd.NA``) in
+        ``y``. ``"marginalise"``: an ECG whose attributes other than the
+        class are partly unknown is attracted to every prototype consistent
+        with its known ones (Eq. 2 with the unknown attributes summed out;
+        for ``loss="hard"``, the probability summed over those prototypes),
+        see :ref:`missing_attributes`; a missing class raises a
+        ``ValueError``. ``"error"``: any missing value raises a
+        ``ValueError``. Prediction is the same either way.
+    max_epochs : int, default=40
+        Number of passes over the training data (the most, with early
+        stopping).
+    batch_size : int, default=128
+        Mini-batch size of training (paper: 256 on Chapman, 128 on PTB-XL).
+        Inference (``transform``, ``predict``, validation) runs on CPU in
+        batches of as many frames (at most 1024) as keep a batch's largest
+        intermediate tensor within 8 MiB (52 frames for the ResNet on 12-lead
+        2500-sample frames, 630 for the paper's CNN on 2500 samples), and in
+        batches of ``batch_size`` on other devices; outputs do not depend on
+        it (up to float rounding).
+    lr : float, default=1e-3
+        Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL; those
+        need many more epochs than a small dataset offers).
+    crop : float in (0, 1] or "auto", default="auto"
+        Each training ECG is a random window of this fraction of its
+        samples, drawn anew on every pass (:class:`~sklearn_crocs.nn.RandomWindow`);
+        ``transform`` and ``predict`` embed whole signals, so the encoder
+        must accept both lengths. ``"auto"``: 0.8 for the ResNet, which pools
+        over time, and 1 (whole signals) for the CNN and encoder classes.
+    amplitude_jitter : float, default=0.1
+        Each training ECG is multiplied by a factor drawn from
+        ``N(1, amplitude_jitter^2)`` on every pass; 0 turns it off.
+    validation_fraction : float or None, default=None
+        ``None`` trains for ``max_epochs`` epochs on all the data. A float is
+        the fraction of the training groups (patients) held out for early
+        stopping, drawn stratified by the class attribute (every class with
+        enough patients on both sides): training stops when the contrastive (NCE) loss of these
         patients has not improved by a relative ``1e-4`` for
         ``n_iter_no_change`` epochs, and the encoder and prototypes of the
         best epoch are kept. (The regulariser depends on the prototypes only,
         so it is the same on both sides and says nothing about overfitting.)
-        ``None`` trains for ``max_epochs`` epochs on all data.
+        On small datasets the held-out patients are few and their loss noisy,
+        so early stopping costs accuracy (see :ref:`defaults`).
     n_iter_no_change : int, default=10
         Patience of the early stopping, in epochs.
     device : str or torch.device, default="cpu"
@@ -179,7 +161,19 @@ class CROCSClusterer(
         operating system. The global numpy and torch random states are
         neither used nor changed.
     verbose : int, default=0
-        ``0`` is silent; ``1`` prints one line per epoch (losses and time).
+        ``0`` is silent; ``1`` prints one line per epoch (losses and time),
+        with each column's best value in colour when standard output is a
+        terminal.
+    callbacks : list of skorch callbacks or (name, callback) tuples, default=None
+        Extra :mod:`skorch.callbacks` for training, run after the clusterer's
+        own (loss parts, early stopping, restoring the best epoch), for
+        example ``LRScheduler``, ``ProgressBar`` or ``Checkpoint``. Each fit
+        runs clones of them, so those passed here are left unchanged; the
+        fitted ones are in ``net_.callbacks_``. Names given in tuples must
+        differ from the clusterer's own (``"train_nce"``, ``"train_reg"``,
+        ``"valid_nce"``, ``"valid_reg"``, ``"early_stopping"``,
+        ``"keep_best"``) and skorch's defaults. :meth:`save` does not store
+        them: a loaded model has ``callbacks=None``.
     memory_budget : "auto", int or None, default="auto"
         Bytes of memory a fit may need. Before allocating anything, ``fit``
         estimates its peak memory (the M x M weight tables of the M attribute
@@ -198,7 +192,8 @@ class CROCSClusterer(
         Attribute values of each row of ``prototypes_``, in the original label
         values (object dtype when attributes have different types).
     prototype_counts_ : ndarray of shape (n_prototypes,)
-        Number of training ECGs with each prototype's attribute combination.
+        Number of training ECGs with each prototype's attribute combination
+        (ECGs with a missing attribute are not counted).
     attribute_names_ : list of str
         Names of the attributes: the columns of a DataFrame ``y``, the name of
         a Series, or ``"attribute_0"``, ``"attribute_1"``, ...
@@ -206,6 +201,10 @@ class CROCSClusterer(
         Values of each attribute seen in ``fit``: sorted, or in the declared
         order for a pandas categorical column. Prototypes enumerate the
         combinations in this order.
+    attribute_codec_ : AttributeCodec
+        The attributes as ``fit`` saw them in ``y`` (names, categories,
+        dtypes, layout), which reads, encodes and decodes attribute values
+        for this model, :class:`PrototypeRetriever` and the metrics.
     labels_ : ndarray of shape (n_samples,)
         Row of ``prototypes_`` nearest to each training ECG.
     n_features_in_ : int
@@ -268,7 +267,7 @@ class CROCSClusterer(
     """
 
     _parameter_constraints: dict = {
-        "encoder": [StrOptions(set(_ENCODERS)), type],
+        "encoder": [StrOptions(set(ENCODERS)), type],
         "encoder_params": [dict, None],
         "embedding_dim": [Interval(Integral, 1, None, closed="left")],
         "tau_s": [Interval(Real, 0, None, closed="neither")],
@@ -278,37 +277,45 @@ class CROCSClusterer(
         "reg_reduction": [StrOptions({"sum", "mean"})],
         "prototypes": [StrOptions({"learned", "mean"})],
         "class_attribute": [Interval(Integral, 0, None, closed="left"), str],
+        "missing": [StrOptions({"marginalise", "error"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "lr": [Interval(Real, 0, None, closed="neither")],
+        "crop": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
+        "amplitude_jitter": [Interval(Real, 0, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "device": [str, torch.device],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "callbacks": [list, None],
         "memory_budget": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
         self,
-        encoder="cnn",
+        encoder="resnet",
         encoder_params=None,
         embedding_dim=128,
         tau_s=0.1,
-        tau_w=1.0,
-        beta=0.2,
+        tau_w=0.5,
+        beta=0.0,
         loss="soft",
-        reg_reduction="sum",
+        reg_reduction="mean",
         prototypes="learned",
         class_attribute=0,
-        max_epochs=100,
-        batch_size=256,
-        lr=1e-4,
-        validation_fraction=0.1,
+        missing="marginalise",
+        max_epochs=40,
+        batch_size=128,
+        lr=1e-3,
+        crop="auto",
+        amplitude_jitter=0.1,
+        validation_fraction=None,
         n_iter_no_change=10,
         device="cpu",
         random_state=None,
         verbose=0,
+        callbacks=None,
         memory_budget="auto",
     ):
         self.encoder = encoder
@@ -321,14 +328,18 @@ class CROCSClusterer(
         self.reg_reduction = reg_reduction
         self.prototypes = prototypes
         self.class_attribute = class_attribute
+        self.missing = missing
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr
+        self.crop = crop
+        self.amplitude_jitter = amplitude_jitter
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.callbacks = callbacks
         self.memory_budget = memory_budget
 
     # ------------------------------------------------------------------ input
@@ -369,142 +380,48 @@ class CROCSClusterer(
             self._fit_ndim = ndim
         return X.reshape(X.shape[0], *self.input_shape_)
 
-    def _attribute_frame(self, y, n_samples, *, reset):
-        """Return y as a DataFrame with one column per attribute."""
-        if y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y "
-                "is None. Pass the attributes of each ECG: an array of shape "
-                "(n_samples,) or (n_samples, n_attributes), or a DataFrame."
-            )
-        if isinstance(y, (list, tuple)):
-            y = np.asarray(y, dtype=object)  # keep mixed-type rows' values as they are
-        elif not isinstance(y, (pd.DataFrame, pd.Series)):
-            y = np.asarray(y)
-        kind = "frame" if isinstance(y, pd.DataFrame) else "1d" if y.ndim == 1 else "2d"
-        names = None
-        if not reset and kind != "frame" and y.ndim in (1, 2):
-            if (1 if y.ndim == 1 else y.shape[1]) == len(self.attribute_names_):
-                names = self.attribute_names_
-        frame = as_attribute_frame(y, names)
-        if len(frame) != n_samples:
-            check_consistent_length(np.empty(n_samples), frame)
-        missing = frame.isna().sum()
-        if missing.any():
-            bad = ", ".join(f"{k!r} ({v})" for k, v in missing[missing > 0].items())
-            raise ValueError(
-                f"y contains missing values (NaN or None) in attribute(s) {bad}. "
-                "Remove those ECGs or fill in the attributes."
-            )
-        if not reset:
-            if list(frame.columns) != self.attribute_names_:
-                raise ValueError(
-                    f"y has attributes {list(frame.columns)}, but "
-                    f"{type(self).__name__} was fitted on {self.attribute_names_}."
-                )
-        return frame, kind
-
-    def _encode_attributes(self, frame):
-        """Integer codes of shape (n_samples, n_attributes) for a fitted model."""
-        try:
-            return self._attribute_encoder.transform(frame).astype(np.int64)
-        except ValueError as exc:
-            for name, cats in zip(self.attribute_names_, self.categories_):
-                unknown = sorted(set(frame[name]) - set(cats), key=str)
-                if unknown:
-                    raise ValueError(
-                        f"Attribute {name!r} has values {[_python_value(v) for v in unknown]} "
-                        "that were not seen in fit; known values: "
-                        f"{[_python_value(v) for v in cats]}."
-                    ) from exc
-            raise
-
     def _fit_attributes(self, y, n_samples):
-        """Learn the attribute categories; return each sample's combination index."""
-        frame, self._y_kind = self._attribute_frame(y, n_samples, reset=True)
-        self.attribute_names_ = list(frame.columns)
-        self._attribute_dtypes = list(frame.dtypes)
-        encoder = OrdinalEncoder(dtype=np.int64)
-        try:
-            encoder.fit(frame)
-        except TypeError as exc:
-            raise TypeError(
-                "Each attribute in y must hold values of one type (all strings or "
-                f"all numbers): {exc}"
-            ) from exc
-        # Values are sorted, except in pandas categorical columns, whose declared
-        # order (e.g. age groups from young to old) is kept.
-        categories = [
-            np.asarray([c for c in frame[name].cat.categories if c in set(observed)], dtype=object)
-            if isinstance(frame[name].dtype, pd.CategoricalDtype)
-            else observed
-            for name, observed in zip(frame.columns, encoder.categories_)
-        ]
-        encoder = OrdinalEncoder(categories=categories, dtype=np.int64).fit(frame)
-        codes = encoder.transform(frame).astype(np.int64)
-        self._attribute_encoder = encoder
-        self.categories_ = list(encoder.categories_)
-        for name, cats in zip(self.attribute_names_, self.categories_):
-            if len(cats) < 2:
-                raise ValueError(
-                    f"Attribute {name!r} takes the single value {_python_value(cats[0])!r} in y; "
-                    "CROCS needs at least two values per attribute. Drop that "
-                    "attribute from y."
-                )
-        if isinstance(self.class_attribute, str):
-            if self.class_attribute not in self.attribute_names_:
-                raise ValueError(
-                    f"class_attribute={self.class_attribute!r} is not an attribute "
-                    f"of y; attributes: {self.attribute_names_}."
-                )
-            self._class_index = self.attribute_names_.index(self.class_attribute)
-        else:
-            if self.class_attribute >= len(self.attribute_names_):
-                raise ValueError(
-                    f"class_attribute={self.class_attribute} but y has only "
-                    f"{len(self.attribute_names_)} attribute(s)."
-                )
-            self._class_index = int(self.class_attribute)
+        """Learn the attributes of y; return ``(target, classes, partial)``.
 
-        dims = tuple(len(c) for c in self.categories_)
-        n_prototypes = math.prod(dims)
-        if n_prototypes > _MAX_PROTOTYPES:
+        ``target[i]``: the combination number of ECG ``i``, or, when some of
+        its attributes are missing, ``n_combinations + r`` for row ``r`` of
+        ``partial`` (value codes, ``-1`` where missing); ``classes[i]``: its
+        class code.
+        """
+        codec = self.attribute_codec_ = AttributeCodec.fit(
+            y, n_samples, allow_missing=self.missing == "marginalise"
+        )
+        names = codec.names
+        self._class_index = codec.position(self.class_attribute, "class_attribute")
+        target, partial = codec.encode_partial(y)
+        codes = np.vstack([codec.combinations, partial])[target]
+        unlabelled = (codes < 0).all(axis=1)
+        if unlabelled.any():
             raise ValueError(
-                f"y has {n_prototypes} attribute combinations ({' x '.join(map(str, dims))}"
-                f" values for {self.attribute_names_}), more than {_MAX_PROTOTYPES}. "
-                "Bin continuous attributes such as age into a few groups first."
+                f"{unlabelled.sum()} ECG(s) of y have every attribute missing (rows "
+                f"{_first_rows(unlabelled)}). Training on unlabelled ECGs (semi-supervised) is "
+                "not supported yet: remove those ECGs from X and y."
             )
-        self._combinations = np.indices(dims).reshape(len(dims), -1).T
-        self._all_prototype_attributes = self._decode(self._combinations)
-        return np.ravel_multi_index(codes.T, dims)
-
-    def _decode(self, codes):
-        """Attribute values (n, n_attributes) for integer codes (n, n_attributes)."""
-        columns = [cats[codes[:, i]] for i, cats in enumerate(self.categories_)]
-        dtypes = {c.dtype for c in columns}
-        dtype = dtypes.pop() if len(dtypes) == 1 else object
-        out = np.empty((len(codes), len(columns)), dtype=dtype)
-        for i, column in enumerate(columns):
-            out[:, i] = column
-        return out
-
-    def _format_attributes(self, values):
-        """Return attribute values (n, n_attributes) in the layout y was given in."""
-        if self._y_kind == "1d":
-            return values[:, 0]
-        if self._y_kind == "frame":
-            return pd.DataFrame(
-                {
-                    name: pd.Series(values[:, i]).astype(dtype)
-                    for i, (name, dtype) in enumerate(
-                        zip(self.attribute_names_, self._attribute_dtypes)
-                    )
-                }
+        no_class = codes[:, self._class_index] < 0
+        if no_class.any():
+            raise ValueError(
+                f"{no_class.sum()} ECG(s) of y have no value for the class attribute "
+                f"{names[self._class_index]!r} (rows {_first_rows(no_class)}). "
+                "missing='marginalise' sums out the other attributes only: remove those ECGs "
+                "or fill in their class."
             )
-        return values
+        return target, codes[:, self._class_index], partial
+
+    @property
+    def attribute_names_(self):
+        return self.attribute_codec_.names
+
+    @property
+    def categories_(self):
+        return self.attribute_codec_.categories
 
     # ---------------------------------------------------------------- fitting
-    def _criterion(self):
+    def _criterion(self, partial_combinations=None):
         """The loss that owns the prototypes, and its parameters.
 
         A subclass trains another prototype loss (the baselines' DTC) by
@@ -512,7 +429,7 @@ class CROCSClusterer(
         ``embedding_dim`` and ``class_attribute`` in the same way.
         """
         return CROCSLoss, {
-            "combinations": self._combinations,
+            "combinations": self.attribute_codec_.combinations,
             "embedding_dim": self.embedding_dim,
             "class_attribute": self._class_index,
             "tau_s": self.tau_s,
@@ -520,11 +437,12 @@ class CROCSClusterer(
             "beta": self.beta,
             "loss": self.loss,
             "reg_reduction": self.reg_reduction,
+            "partial_combinations": partial_combinations,
         }
 
-    def _build_net(self, n_leads, n_timepoints, seed, valid_dataset):
+    def _build_net(self, n_leads, n_timepoints, seed, valid_dataset, partial_combinations=None):
         if isinstance(self.encoder, str):
-            encoder = _ENCODERS[self.encoder]
+            encoder = ENCODERS[self.encoder]
         elif issubclass(self.encoder, nn.Module):
             encoder = self.encoder
         else:
@@ -533,7 +451,20 @@ class CROCSClusterer(
                 f"got the class {self.encoder.__name__}."
             )
         encoder_params = {f"module__{k}": v for k, v in (self.encoder_params or {}).items()}
-        criterion, criterion_params = self._criterion()
+        crop = self.crop
+        if crop == "auto":
+            crop = 0.8 if issubclass(encoder, ResNet1dEncoder) else 1.0
+        if crop < 1 and issubclass(encoder, CNNEncoder):
+            raise ValueError(
+                f"crop={crop} trains on windows shorter than the signals that transform "
+                "embeds, but the CNN's linear layer takes one length only. Use crop=1 "
+                "(or 'auto') with encoder='cnn'."
+            )
+        augment = None
+        if crop < 1 or self.amplitude_jitter > 0:
+            augment = RandomWindow(crop=crop, amplitude_jitter=self.amplitude_jitter)
+        sink = _print if self.verbose else _silent
+        criterion, criterion_params = self._criterion(partial_combinations)
         callbacks = [
             ("train_nce", PassthroughScoring("train_nce", on_train=True)),
             ("train_reg", PassthroughScoring("train_reg", on_train=True)),
@@ -549,11 +480,13 @@ class CROCSClusterer(
                         patience=self.n_iter_no_change,
                         threshold=1e-4,
                         threshold_mode="rel",
-                        sink=print if self.verbose else _silent,
+                        sink=sink,
                     ),
                 ),
-                ("keep_best", _KeepBestState(monitor="valid_nce")),
+                ("keep_best", KeepBestState(monitor="valid_nce")),
             ]
+        # Clones: a fit must not change the parameters (nor one fit the next).
+        callbacks += [clone(callback, safe=False) for callback in self.callbacks or []]
         return CROCSNet(
             module=encoder,
             module__in_channels=n_leads,
@@ -571,13 +504,19 @@ class CROCSClusterer(
             dataset=ArrayDataset,
             train_split=None if valid_dataset is None else predefined_split(valid_dataset),
             callbacks=callbacks,
+            callbacks__print_log__sink=sink,
             device=self.device,
             verbose=self.verbose,
             shuffle_seed=seed,
+            augment=augment,
         )
 
-    def _split(self, n_samples, groups, seed):
-        """Train and validation indices, keeping each group on one side."""
+    def _split(self, n_samples, groups, seed, classes):
+        """Train and validation indices, keeping each group on one side.
+
+        The split is stratified by the class attribute, so that the
+        validation patients hold every class that has two patients or more.
+        """
         if self.validation_fraction is None:
             return np.arange(n_samples), None
         if groups is None:
@@ -598,10 +537,15 @@ class CROCSClusterer(
                 f"group among the {n_groups} group(s) in the data. Pass more data or "
                 "set validation_fraction=None to train without early stopping."
             )
-        splitter = GroupShuffleSplit(
-            n_splits=1, test_size=self.validation_fraction, random_state=seed
+        from .datasets import patient_split
+
+        train, _, valid = patient_split(
+            groups,
+            stratify=classes,
+            val_size=0.0,
+            test_size=self.validation_fraction,
+            random_state=seed,
         )
-        train, valid = next(splitter.split(np.empty(n_samples), groups=groups))
         if len(train) < 2:
             raise ValueError(
                 f"validation_fraction={self.validation_fraction} leaves {len(train)} "
@@ -620,12 +564,12 @@ class CROCSClusterer(
             )
         X = self._validate_signals(X, reset=True)
         n_samples = X.shape[0]
-        combination = self._fit_attributes(y, n_samples)
-        encoder = _ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
+        target, classes, partial = self._fit_attributes(y, n_samples)
+        encoder = ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
         size = activation_size(
             encoder, *self.input_shape_, self.embedding_dim, self.encoder_params or {}
         )
-        check_fit_memory(self, tuple(len(c) for c in self.categories_), size)
+        check_fit_memory(self, self.attribute_codec_.shape, size)
         if groups is not None:
             groups = np.asarray(groups)
             check_consistent_length(X, groups)
@@ -634,20 +578,23 @@ class CROCSClusterer(
             seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
         else:
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
-        train, valid = self._split(n_samples, groups, seed)
+        train, valid = self._split(n_samples, groups, seed, classes)
         valid_dataset = None
         if valid is not None:
-            valid_dataset = ArrayDataset(X[valid], combination[valid])
+            valid_dataset = ArrayDataset(X[valid], target[valid])
 
         device = torch.device(self.device)
         fork_devices = [device] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=fork_devices):
             torch.manual_seed(seed)
-            net = self._build_net(*self.input_shape_, seed, valid_dataset)
+            # Rows of y with missing values only: with none, the loss is unchanged.
+            net = self._build_net(
+                *self.input_shape_, seed, valid_dataset, partial if len(partial) else None
+            )
             if valid is None:
-                net.fit(X, combination)
+                net.fit(X, target)
             else:
-                net.fit(X[train], combination[train])
+                net.fit(X[train], target[train])
         # predefined_split holds the validation ECGs: a fitted model (and so any
         # file it is saved to) must not carry training data.
         net.train_split = None
@@ -657,9 +604,12 @@ class CROCSClusterer(
         embeddings = self._embed(X)
         learned = F.normalize(net.criterion_.prototypes.detach().float(), dim=1)
         self._learned_prototypes = learned.cpu().numpy()
-        counts = np.bincount(combination, minlength=len(self._combinations))
+        # Mean prototypes and counts come from the ECGs whose attributes are all known.
+        n_combinations = len(self.attribute_codec_.combinations)
+        known = target < n_combinations
+        counts = np.bincount(target[known], minlength=n_combinations)
         sums = torch.zeros(len(counts), embeddings.shape[1]).index_add_(
-            0, torch.from_numpy(combination), torch.from_numpy(embeddings)
+            0, torch.from_numpy(target[known]), torch.from_numpy(embeddings[known])
         )
         means = F.normalize(sums, dim=1).numpy()
         means[counts == 0] = np.nan
@@ -668,14 +618,12 @@ class CROCSClusterer(
         check_training(net.history, embeddings, X)
         self._select_prototypes()
         if self.prototypes == "mean" and (counts == 0).any():
-            missing = self._all_prototype_attributes[counts == 0]
-            listed = "; ".join(str(tuple(map(_python_value, row))) for row in missing[:10])
-            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            missing = np.flatnonzero(counts == 0)
             warnings.warn(
                 f"{len(missing)} of {len(counts)} attribute combinations of "
                 f"{self.attribute_names_} have no training ECG, so prototypes='mean' "
-                f"(TP CROCS) has no prototype for them: {listed}{more}. They are "
-                "left out of prototypes_; prototypes='learned' covers them.",
+                f"(TP CROCS) has no prototype for them: {self.attribute_codec_.format(missing)}."
+                " They are left out of prototypes_; prototypes='learned' covers them.",
                 UserWarning,
                 stacklevel=3,
             )
@@ -691,9 +639,9 @@ class CROCSClusterer(
         else:
             used = np.ones(len(counts), dtype=bool)
             self.prototypes_ = self._learned_prototypes
-        self.prototype_attributes_ = self._all_prototype_attributes[used]
+        self.prototype_attributes_ = self.attribute_codec_.values[used]
         self.prototype_counts_ = counts[used]
-        self._prototype_codes = self._combinations[used]
+        self._prototype_combinations = np.flatnonzero(used)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None):
@@ -706,10 +654,12 @@ class CROCSClusterer(
         y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
             Discrete attributes of each ECG, for example class, sex and age
             group. Values may be of any hashable type; the columns of a
-            DataFrame name the attributes.
+            DataFrame name the attributes. With ``missing="marginalise"``,
+            attributes other than the class may be missing (NaN, None,
+            ``pd.NA``).
         groups : array-like of shape (n_samples,), default=None
             Patient of each ECG. The internal validation split keeps all ECGs
-            of a patient on the same side.
+            of a patient on the same side, stratified by the class attribute.
 
         Returns
         -------
@@ -757,7 +707,7 @@ class CROCSClusterer(
             Same as ``fit(X, y).predict(X)``.
         """
         self.fit(X, y, groups)
-        return self._format_attributes(self.prototype_attributes_[self.labels_])
+        return self.attribute_codec_.decode(self._prototype_combinations[self.labels_])
 
     # -------------------------------------------------------------- inference
     def _embed(self, X, *, check_finite=False):
@@ -832,10 +782,10 @@ class CROCSClusterer(
         check_is_fitted(self, "net_")
         kind = self.prototypes if kind is None else kind
         if kind == "learned":
-            return self._learned_prototypes, self._all_prototype_attributes
+            return self._learned_prototypes, self.attribute_codec_.values
         if kind == "mean":
             seen = self._prototype_counts > 0
-            return self._mean_prototypes[seen], self._all_prototype_attributes[seen]
+            return self._mean_prototypes[seen], self.attribute_codec_.values[seen]
         raise ValueError(f"kind must be 'learned', 'mean' or None; got {kind!r}.")
 
     def transform(self, X):
@@ -854,21 +804,55 @@ class CROCSClusterer(
         check_is_fitted(self, "net_")
         return self._embed_input(X)
 
-    def predict_proba(self, X):
-        """Softmax over prototype similarities ``cos(v, p) / tau_s``.
+    def predict_proba(self, X, attribute=None):
+        """Softmax over prototype similarities ``cos(v, p) / tau_s``, or one attribute's marginal.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
             ECG signals.
+        attribute : str or int, default=None
+            ``None``: the probability of each prototype. The name or position
+            of an attribute: the probability of each of its values, the sum
+            of the prototype probabilities over the other attributes.
 
         Returns
         -------
-        proba : ndarray of shape (n_samples, n_prototypes)
-            Column ``j`` belongs to row ``j`` of ``prototype_attributes_``.
+        proba : ndarray of shape (n_samples, n_prototypes) or (n_samples, n_values)
+            Without ``attribute``, column ``j`` belongs to row ``j`` of
+            ``prototype_attributes_``; with it, column ``k`` to the value
+            ``categories_[a][k]`` of attribute ``a``, in its declared order.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import pandas as pd
+        >>> from sklearn_crocs import CROCSClusterer
+        >>> rng = np.random.RandomState(0)
+        >>> y = pd.DataFrame({"rhythm": rng.choice(["AFIB", "SR"], 40),
+        ...                   "age": rng.choice(["<60", "60-70", ">70"], 40)})
+        >>> y["age"] = pd.Categorical(y["age"], categories=["<60", "60-70", ">70"])
+        >>> X = rng.randn(40, 400)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        random_state=0).fit(X, y)
+        >>> model.predict_proba(X[:2]).shape
+        (2, 6)
+        >>> marginal = model.predict_proba(X[:2], attribute="age")
+        >>> marginal.shape, model.categories_[1].tolist()
+        ((2, 3), ['<60', '60-70', '>70'])
+        >>> bool(np.allclose(marginal.sum(axis=1), 1.0))
+        True
         """
+        check_is_fitted(self, "net_")
+        if attribute is not None:
+            column = self.attribute_codec_.position(attribute)
         logits = torch.from_numpy(self.transform(X) @ self.prototypes_.T)
-        return torch.softmax(logits / self.tau_s, dim=1).numpy()
+        proba = torch.softmax(logits / self.tau_s, dim=1).numpy()
+        if attribute is None:
+            return proba
+        values = self.attribute_codec_.combinations[self._prototype_combinations, column]
+        one_hot = values[:, None] == np.arange(self.attribute_codec_.shape[column])
+        return proba @ one_hot.astype(proba.dtype)
 
     def predict(self, X):
         """Attributes of the nearest prototype of each ECG.
@@ -889,7 +873,7 @@ class CROCSClusterer(
             DataFrame with the same columns for a DataFrame ``y``.
         """
         nearest = _nearest(self.transform(X), self.prototypes_, self.prototype_counts_)
-        return self._format_attributes(self.prototype_attributes_[nearest])
+        return self.attribute_codec_.decode(self._prototype_combinations[nearest])
 
     def score(self, X, y):
         """Mean over attributes of the accuracy of :meth:`predict`.
@@ -909,11 +893,11 @@ class CROCSClusterer(
         """
         check_is_fitted(self, "net_")
         embeddings = self._embed_input(X)
-        frame, _ = self._attribute_frame(y, embeddings.shape[0], reset=False)
-        true = self._encode_attributes(frame)
+        codec = self.attribute_codec_
+        true = codec.encode(y, embeddings.shape[0])
         nearest = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
-        predicted = self._prototype_codes[nearest]
-        return float(np.mean(true == predicted))
+        predicted = self._prototype_combinations[nearest]
+        return float(np.mean(codec.combinations[true] == codec.combinations[predicted]))
 
     def save(self, path):
         """Write the fitted model to a file that runs no code when loaded.
@@ -1020,5 +1004,13 @@ class CROCSClusterer(
         return tags
 
 
-def _silent(*args, **kwargs):
-    """Sink for callbacks when ``verbose=0``."""
+def _first_rows(mask, limit=10):
+    """The first ``limit`` positions where ``mask`` is True, for messages."""
+    rows = np.flatnonzero(mask)
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return str(rows[:limit].tolist()) + more
+
+
+def _print(text):
+    """Sink for the training log: print, without colour codes unless stdout is a terminal."""
+    print(text if sys.stdout.isatty() else _ANSI_CODE.sub("", text), flush=True)

@@ -132,7 +132,7 @@ def check_fit_memory(estimator, dims, activation_size):
 def check_training(history, embeddings, X):
     """Warn when training failed: a non-finite or exploding loss, else collapsed embeddings."""
     scale = (
-        "normalise each frame, e.g. with sklearn_crocs.datasets.FrameNormalizer before "
+        "normalise each frame, e.g. with sklearn_crocs.preprocessing.FrameNormalizer before "
         "the clusterer in a Pipeline"
     )
     losses = np.asarray(history[:, "train_loss"], dtype=float)

@@ -13,7 +13,8 @@ retrieval beside them, and writes a prototype map.
 ``--dataset ludb`` runs the paper's Chapman protocol on the 102 bundled LUDB
 records instead: each lead a single-lead 2500-sample instance scaled to
 [0, 1], rhythm group x sex x age quartile, the paper's CNN, 20 % of the
-patients held out and 20 % for early stopping.
+patients held out and 20 % for early stopping, both splits stratified by
+rhythm group so that every group is in each part.
 """
 
 import argparse
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import __version__
 from ._clusterer import CROCSClusterer
 from .datasets import load_ludb_instances, load_ptbxl_sample_frames
 from .metrics import evaluate_prototypes
@@ -56,7 +58,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m sklearn_crocs",
         description="Train CROCS on bundled real ECGs and evaluate it on held-out patients.",
+        epilog="For a folder of your own WFDB records: sklearn-crocs fit, predict and "
+        "search (see sklearn-crocs fit --help).",
     )
+    parser.add_argument("--version", action="version", version=f"sklearn-crocs {__version__}")
     parser.add_argument(
         "--dataset",
         choices=["ptbxl", "ludb"],
@@ -96,8 +101,12 @@ def main(argv=None):
         f"{len(np.unique(g_test))} test patients ({len(X_test)}); attributes "
         f"{list(y_train.columns)}."
     )
+    # The class attribute also stratifies the early-stopping split by patient.
     model = CROCSClusterer(
-        **params, random_state=args.random_state, verbose=0 if args.quiet else 1
+        **params,
+        class_attribute=_CLASS_ATTRIBUTE[args.dataset],
+        random_state=args.random_state,
+        verbose=0 if args.quiet else 1,
     )
     model.fit(X_train, y_train, groups=g_train)
     print(

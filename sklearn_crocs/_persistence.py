@@ -29,8 +29,10 @@ import skorch
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
-from sklearn.preprocessing import OrdinalEncoder
 from skorch.history import History
+
+from ._attributes import AttributeCodec
+from ._utils import _atomic_path, _crocs_step, _device_problem, _python_value
 
 __all__ = ["InvalidModelFileError"]
 
@@ -50,6 +52,8 @@ class InvalidModelFileError(ValueError):
     and :meth:`PrototypeRetriever.load <sklearn_crocs.PrototypeRetriever.load>`
     with a message that names the file and what does not match. It
     subclasses :class:`ValueError`.
+
+    Read more in the :ref:`User Guide <persistence>`.
 
     Examples
     --------
@@ -76,8 +80,7 @@ def _versions():
 # ------------------------------------------------------------- JSON values
 def _encode(value, where):
     """A parameter value as JSON, with tags for tuples, devices and RandomState."""
-    if isinstance(value, np.generic):
-        value = value.item()
+    value = _python_value(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
@@ -125,7 +128,7 @@ def _decode(value):
 def _encode_values(values, where):
     """An array of attribute values (numbers, strings, booleans) as JSON."""
     values = np.asarray(values)
-    items = [v.item() if isinstance(v, np.generic) else v for v in values.tolist()]
+    items = [_python_value(v) for v in values.tolist()]
     for v in items:
         if not isinstance(v, (bool, int, float, str)):
             raise TypeError(
@@ -173,8 +176,6 @@ def _digest(tensor):
 
 def _write(path, kind, document, tensors):
     """Write ``tensors`` and ``document`` to ``path`` atomically."""
-    from .datasets._base import _atomic_path
-
     tensors = {
         name: (torch.from_numpy(np.ascontiguousarray(t)) if isinstance(t, np.ndarray) else t)
         .detach()
@@ -298,20 +299,24 @@ def _clusterer_state(model, prefix=""):
     """``(document, tensors)`` of a fitted CROCSClusterer."""
     params = model.get_params(deep=False)
     encoder = params.pop("encoder")
+    # Callbacks are objects of any class, which a file that runs no code cannot
+    # restore; the loaded model has callbacks=None (documented in save).
+    params.pop("callbacks")
+    codec = model.attribute_codec_
     document = {
         "class": type(model).__name__,
         "params": {k: _encode(v, f"parameter {k}") for k, v in params.items()},
         "encoder": encoder if isinstance(encoder, str) else {"class": _class_name(encoder)},
-        "attribute_names": [str(n) for n in model.attribute_names_],
+        "attribute_names": codec.names,
         "categories": [
             _encode_values(c, f"categories_ of attribute {n!r}")
-            for n, c in zip(model.attribute_names_, model.categories_)
+            for n, c in zip(codec.names, codec.categories)
         ],
         "attribute_dtypes": [
             _encode_dtype(d, f"the dtype of attribute {n!r}")
-            for n, d in zip(model.attribute_names_, model._attribute_dtypes)
+            for n, d in zip(codec.names, codec.dtypes)
         ],
-        "y_kind": model._y_kind,
+        "y_kind": codec.layout,
         "class_index": model._class_index,
         "input_shape": list(model.input_shape_),
         "fit_ndim": model._fit_ndim,
@@ -338,8 +343,6 @@ def _resolve_device(saved, device, path):
     """The device to load onto: ``device``, else the saved one if torch can use it, else CPU."""
     if device is not None:
         return device
-    from ._clusterer import _device_problem
-
     problem = _device_problem(saved)
     if problem is None:
         return saved
@@ -393,15 +396,12 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
     model = cls(**params)
     model._validate_params()
 
-    names = list(document["attribute_names"])
-    categories = [_decode_values(c) for c in document["categories"]]
-    dims = tuple(len(c) for c in categories)
-    if len(names) != len(categories) or min(dims, default=0) < 2:
-        raise ValueError("attribute names and categories do not match")
-    model.attribute_names_ = names
-    model.categories_ = categories
-    model._attribute_dtypes = [_decode_dtype(d) for d in document["attribute_dtypes"]]
-    model._y_kind = document["y_kind"]
+    codec = model.attribute_codec_ = AttributeCodec(
+        document["attribute_names"],
+        [_decode_values(c) for c in document["categories"]],
+        [_decode_dtype(d) for d in document["attribute_dtypes"]],
+        document["y_kind"],
+    )
     model._class_index = int(document["class_index"])
     model.input_shape_ = tuple(int(n) for n in document["input_shape"])
     model._fit_ndim = int(document["fit_ndim"])
@@ -409,21 +409,14 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
     if document["feature_names_in"] is not None:
         model.feature_names_in_ = np.asarray(document["feature_names_in"], dtype=object)
     if (
-        model._y_kind not in ("1d", "2d", "frame")
-        or len(model._attribute_dtypes) != len(names)
-        or not 0 <= model._class_index < len(names)
+        not 0 <= model._class_index < len(codec.names)
         or len(model.input_shape_) != 2
         or model.n_features_in_ != math.prod(model.input_shape_)
     ):
         raise ValueError("inconsistent attribute or input description")
-    rows = max(dims)
-    frame = pd.DataFrame({n: np.resize(c, rows) for n, c in zip(names, categories)})
-    model._attribute_encoder = OrdinalEncoder(categories=categories, dtype=np.int64).fit(frame)
-    model._combinations = np.indices(dims).reshape(len(dims), -1).T
-    model._all_prototype_attributes = model._decode(model._combinations)
 
     t = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-    n_combinations = len(model._combinations)
+    n_combinations = len(codec.combinations)
     learned = t["learned_prototypes"].numpy()
     means = t["mean_prototypes"].numpy()
     counts = t["prototype_counts"].numpy()
@@ -481,7 +474,7 @@ def _estimator_spec(estimator, tensors):
     from sklearn.pipeline import Pipeline
 
     from ._clusterer import CROCSClusterer
-    from .datasets import FrameNormalizer
+    from .preprocessing import FrameNormalizer
 
     if type(estimator) is CROCSClusterer:  # not a subclass such as baselines.DTC
         document, state = _clusterer_state(estimator, prefix="estimator.")
@@ -510,7 +503,7 @@ def _estimator_from_spec(spec, tensors, path, device, encoder):
     from sklearn.pipeline import Pipeline
 
     from ._clusterer import CROCSClusterer
-    from .datasets import FrameNormalizer
+    from .preprocessing import FrameNormalizer
 
     (kind, content), = spec.items()
     if kind == "CROCSClusterer":
@@ -563,8 +556,6 @@ def load_retriever(cls, path, *, device=None, encoder=None):
         retriever._validate_params()
         indexed = document["indexed"]
         if indexed:
-            from ._retrieval import _crocs_step
-
             embeddings = tensors["embeddings"].numpy()
             crocs = _crocs_step(estimator)
             if embeddings.ndim != 2 or embeddings.shape[1] != crocs.embedding_dim:

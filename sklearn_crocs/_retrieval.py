@@ -1,597 +1,26 @@
 """PrototypeRetriever: search an ECG database by attribute combination or by example."""
 
-import functools
-import math
-import threading
 import time
-import warnings
 from numbers import Integral
 
 import numpy as np
 import pandas as pd
-import torch
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._clusterer import _python_value
 from ._persistence import load_retriever, save_retriever
+from ._search import half_squared_norms, top_k
+from ._utils import _crocs_step, _python_value
 
 __all__ = ["PrototypeRetriever"]
 
-# Database rows per block of a search: the block's scores (queries x rows)
-# and its low-precision copy stay small, so that the memory of a search does
-# not grow with the database.
-_BLOCK_ROWS = 16384
-# Among the rows compared exactly at once, (row, query) pairs beyond this many
-# per query are first reduced to each query's k best by a partition.
-_MAX_SPARSE = 512
-# Rows kept by the filter are compared exactly, at most this many at a time,
-# once this many have gathered or after _FLUSH_BLOCKS blocks (1, 2 and 4
-# blocks at first, so that the first thresholds tighten sooner), and at the end.
-_FLUSH_ROWS = 4096
-_FLUSH_BLOCKS = 8
-# Unless told otherwise, the rows of the database are unit vectors up to
-# float32 rounding: their squared norms lie within this much of 1 (float32
-# normalisation of a 128-value vector errs by about 1e-7, at most about 1e-5).
-_NORM_SLACK = 2.0**-15
-# Block filter precisions, fastest first. A search filters each block in the
-# first precision of its chain that keeps few rows (float32 always ends it).
-_PRECISIONS = ("int8", "bfloat16", "float32")
-# A block whose filter keeps more than this fraction of its rows (tight
-# clusters, duplicates) is filtered again in the next precision; after this
-# many such blocks in a row, the rest of the search starts at the precision
-# that sorted out the last of them.
-_REFILTER_FRACTION = 1 / 4
-_REFILTER_LIMIT = 3
-# int8's error bound is about three times bfloat16's: while the thresholds
-# are still loose, it keeps many more rows than bfloat16, so a search uses it
-# from this block on (about 65,000 rows with blocks of _BLOCK_ROWS).
-_INT8_FROM = 4
-# A search's buffers of at most this many bytes each (the filters' block
-# copies and products: 18.6 MB for the int8 and bfloat16 filters, 40 queries
-# of 128 dimensions) are kept for the next search in the same thread: fresh
-# ones would be faulted in page by page at every search (about 2,500 page
-# faults, 3-6 ms, for 40 queries once glibc returns them to the system
-# between searches).
-_WORKSPACE_BYTES = 16 * 2**20
-_workspace_cache = threading.local()
-# 1.5 * 2**23: adding a float32 number of size <= 2**22 rounds it to an integer.
-_ROUNDING_OFFSET = torch.tensor(1.5 * 2**23)
-
-
-def _workspace(name, shape, dtype):
-    """An uninitialised tensor of ``shape``, reused by later calls in this thread.
-
-    Buffers larger than ``_WORKSPACE_BYTES`` are allocated for the call only.
-    Two buffers in use at once need different ``name`` or ``dtype``.
-    """
-    size = math.prod(shape)
-    if size * dtype.itemsize > _WORKSPACE_BYTES:
-        return torch.empty(shape, dtype=dtype)
-    buffers = _workspace_cache.__dict__.setdefault("buffers", {})
-    buffer = buffers.get((name, dtype))
-    if buffer is None or buffer.numel() < size:
-        buffer = buffers[name, dtype] = torch.empty(size, dtype=dtype)
-    return buffer[:size].view(shape)
-
-
-def _crocs_step(estimator):
-    """The CROCSClusterer in ``estimator``: itself, or inside a FrozenEstimator or Pipeline."""
-    step = estimator
-    while isinstance(step, (FrozenEstimator, Pipeline)):
-        step = step.estimator if isinstance(step, FrozenEstimator) else step[-1]
-    if not hasattr(step, "get_prototypes"):
-        raise TypeError(
-            "estimator must be a CROCSClusterer, a Pipeline ending in one or either "
-            f"wrapped in sklearn.frozen.FrozenEstimator; got {type(step).__name__}, "
-            "which has no get_prototypes method."
-        )
-    return step
-
-
-def _cpu_supports(*checks):
-    """Whether any of ``torch.cpu``'s feature checks (private, may be missing) says yes."""
-    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
-
-
-@functools.cache
-def _bfloat16_is_fast():
-    """Whether this CPU multiplies bfloat16 matrices natively (AVX512-BF16 or AMX)."""
-    return _cpu_supports("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-
-
-@functools.cache
-def _int8_works():
-    """Whether this torch multiplies int8 matrices on the CPU (``torch._int_mm``, into ``out``)."""
-    one = torch.ones((1, 8), dtype=torch.int8)
-    out = torch.zeros((1, 1), dtype=torch.int32)
-    try:
-        torch._int_mm(one, one.T, out=out)
-    except (AttributeError, RuntimeError, TypeError):  # not in this torch, or not on CPU
-        return False
-    return out.item() == 8
-
-
-@functools.cache
-def _int8_is_fast():
-    """Whether int8 products run natively here (VNNI or AMX) and torch can do them."""
-    return _cpu_supports("_is_vnni_supported", "_is_amx_tile_supported") and _int8_works()
-
-
-def _filter_chain(precisions=None):
-    """The filter precisions of a search, fastest first, ending in float32.
-
-    ``None``: the precisions this CPU multiplies natively.
-    """
-    if precisions is None:
-        native = {"int8": _int8_is_fast(), "bfloat16": _bfloat16_is_fast(), "float32": True}
-        return [p for p in _PRECISIONS if native[p]]
-    unknown = set(precisions) - set(_PRECISIONS)
-    if unknown:
-        raise ValueError(f"Unknown filter precisions {sorted(unknown)}; expected {_PRECISIONS}.")
-    return [p for p in _PRECISIONS if p in precisions or p == "float32"]
-
-
-class _BlockFilter:
-    """Approximate query-row similarities with a proven error bound.
-
-    One matrix product per block, in ``precision``: ``"int8"`` (about 2.5
-    times bfloat16's speed where the CPU has VNNI or AMX), ``"bfloat16"``
-    (about twice float32's, with AVX512-BF16 or AMX) or ``"float32"``.
-
-    Floating point (Higham, *Accuracy and Stability of Numerical
-    Algorithms*, ch. 3): rounding the inputs to a format of unit roundoff
-    ``u`` changes each product by at most ``(2u + u**2)`` of its size;
-    float32 accumulation of ``n`` terms errs by at most
-    ``gamma = n u32 / (1 - n u32)`` of the sum of their sizes, and the sum of
-    the products' sizes is at most ``|q| |e|`` (Cauchy-Schwarz).
-
-    int8: each query ``q`` is scaled by ``t = 127 / max|q_i|`` and rounded,
-    ``t q = q' + r`` with ``|r_i| <= 1/2``; every row ``e`` by one ``s`` with
-    ``s |e_i| <= 127`` for every value, ``s e = e' + f`` with ``|f_i| <= 1/2`` (and
-    float32 rounding of ``s e``). The integer product ``P = q' . e'`` is
-    exact and ``s t (q . e) - P = q' . f + s (r . e)``, so
-    ``|q . e - P / (s t)| <= (|q'|_1 max|f_i| + s |r| |e|) / (s t)``.
-
-    :meth:`passing` takes a threshold per query and returns every row whose
-    exact similarity to some query reaches that query's threshold (and a few
-    more). The lowered threshold is subtracted from the product (inside it,
-    ``addmm``, in floating point), and rounding preserves signs, so a row
-    passes when the sign bit of its largest value, read as an integer, is
-    clear: one cheap reduction.
-    """
-
-    def __init__(
-        self, queries, block_rows, *, precision, max_row_norm=1 + _NORM_SLACK, max_abs=None
-    ):
-        n_queries, self.n_features = queries.shape
-        self.precision = precision
-        queries64 = queries.astype(np.float64)
-        self.scale = np.linalg.norm(queries64, axis=1) * max_row_norm  # >= |q . e|
-        self.thresholds = None  # set, but not yet taken into the product
-        if precision == "int8":
-            self._init_int8(queries64, block_rows, max_row_norm, max_abs or max_row_norm or 1.0)
-            return
-        bfloat16 = precision == "bfloat16"
-        self.u = 2.0**-8 if bfloat16 else 0.0  # inputs rounded to bfloat16
-        self.u_out = 2.0**-8 if bfloat16 else 2.0**-24  # result and threshold
-        n = self.n_features + 1
-        self.gamma = n * 2.0**-24 / (1 - n * 2.0**-24)
-        if bfloat16:
-            # oneDNN's bfloat16 product is fastest as (queries, rows).
-            self.queries = torch.from_numpy(queries).to(torch.bfloat16)
-            self.bias = torch.zeros((n_queries, 1), dtype=torch.bfloat16)
-            self.block = _workspace("block", (block_rows, self.n_features), torch.bfloat16)
-            self.out = _workspace("out", (n_queries, block_rows), torch.bfloat16)
-        else:
-            # Float32 reads the block in place, fastest as (rows, queries).
-            self.queries = torch.from_numpy(queries.T.copy())
-            self.bias = torch.zeros((1, n_queries))
-            self.out = _workspace("out", (block_rows, n_queries), torch.float32)
-
-    def _init_int8(self, queries64, block_rows, max_row_norm, max_abs):
-        n_queries = len(queries64)
-        peak = np.abs(queries64).max(axis=1)
-        query_scale = 127 / np.where(peak > 0, peak, 1)
-        scaled = queries64 * query_scale[:, None]
-        rounded = np.rint(scaled)
-        self.queries = torch.from_numpy(rounded.astype(np.int8))
-        # One scale for every row, a float32 number (as the product uses it),
-        # with |s e_i| <= 127 for |e_i| <= max_abs: no value is clipped.
-        self.row_scale = float(np.float32(127 / (max_abs * (1 + 2.0**-20))))
-        # A similarity of 1 in units of the integer product, per query.
-        self.unit = self.row_scale * query_scale
-        row_error = 0.5 + 2.0**-10  # rounding to an integer, after float32 scaling
-        query_error = np.linalg.norm(scaled - rounded, axis=1) + 1e-9
-        self.bound = (
-            1.01
-            * (
-                row_error * np.abs(rounded).sum(axis=1)
-                + self.row_scale * query_error * max_row_norm
-            )
-            / self.unit
-        )
-        self.lowest = torch.full((n_queries, 1), -(2**30), dtype=torch.int32)
-        self.staging = _workspace("staging", (block_rows, self.n_features), torch.float32)
-        self.block = _workspace("block", (block_rows, self.n_features), torch.int8)
-        self.out = _workspace("out", (n_queries * block_rows,), torch.int32)
-
-    def _product(self, block):
-        """The block's product with the queries, as (queries, rows) except for float32.
-
-        Floating point: ``block . queries + bias``, (rows, queries) for
-        float32; int8: the integer product ``P``.
-        """
-        rows = len(block)
-        if block.flags.writeable:
-            block = torch.from_numpy(block)
-        else:
-            with warnings.catch_warnings():  # a read-only memmap block is only read
-                warnings.simplefilter("ignore", UserWarning)
-                block = torch.from_numpy(block)
-        if self.precision == "int8":
-            # Scaled and rounded in one pass: 1.5 * 2**23 + x (|x| <= 127.5)
-            # is a float32 number whose lowest 8 bits hold round(x) as a
-            # two's-complement byte, which the cast to int8 keeps.
-            staging = self.staging[:rows]
-            torch.add(_ROUNDING_OFFSET, block, alpha=self.row_scale, out=staging)
-            self.block[:rows].copy_(staging.view(torch.int32))
-            out = self.out[: len(self.queries) * rows].view(-1, rows)  # must be contiguous
-            return torch._int_mm(self.queries, self.block[:rows].T, out=out)
-        if self.precision == "bfloat16":
-            self.block[:rows].copy_(block)
-            return torch.addmm(self.bias, self.queries, self.block[:rows].T, out=self.out[:, :rows])
-        return torch.addmm(self.bias, block, self.queries, out=self.out[:rows])
-
-    def score_bound(self):
-        """Bound on |score - similarity| of :meth:`scores`, per query."""
-        if self.precision == "int8":
-            return 1.01 * (self.bound + 2.0**-22 * (self.scale + self.bound))
-        u, gamma = self.u, self.gamma
-        return 1.01 * (2 * u + u**2 + 2 * gamma + 2 * self.u_out) * self.scale
-
-    def scores(self, block):
-        """Approximate similarities, tensor of shape (n_queries, rows); clears the thresholds.
-
-        Floating point: a view of the filter's buffer, valid until its next product.
-        """
-        if self.precision == "int8":
-            self.lowest.fill_(-(2**30))
-            self.thresholds = None
-            unit = torch.from_numpy((1 / self.unit).astype(np.float32)[:, None])
-            return self._product(block).float().mul_(unit)
-        self.bias.zero_()
-        self.thresholds = None
-        out = self._product(block)
-        return out if self.precision == "bfloat16" else out.T
-
-    def first_pass(self, block, k, spread=0.0):
-        """Thresholds from the ``k`` best scores of a block, and its rows that pass them.
-
-        ``k`` rows score at least the block's ``k``-th best score ``s`` of a
-        query, so their similarities are at least ``s - bound``: its ``k``-th
-        nearest is at least as near as a row of that similarity (and
-        ``spread`` lower, for rows not of unit norm). A row whose similarity
-        reaches a threshold scores at least ``threshold - bound``: the block's
-        rows are compared with that, from the same scores (one product).
-
-        Returns ``thresholds`` (float64, one per query) and what
-        ``passing(block, thresholds, pairs=True)`` returns.
-        """
-        scores = self.scores(block)
-        kth = torch.topk(scores, min(k, len(block)), dim=1, sorted=False).values.amin(1)
-        bound = self.score_bound()
-        thresholds = kth.double().numpy() - bound - spread
-        cut = thresholds - bound
-        # Exact comparisons in float32: the largest float32 number <= cut.
-        cut32 = cut.astype(np.float32)
-        cut32 = np.where(cut32 > cut, np.nextafter(cut32, np.float32(-np.inf)), cut32)
-        reach = scores.float().numpy() >= cut32[:, None]
-        rows = np.flatnonzero(reach.any(axis=0))
-        return thresholds, rows, np.take(reach, rows, axis=1).T
-
-    def set_thresholds(self, thresholds):
-        """Set the threshold of each query (float64 array) for :meth:`passing`.
-
-        Taken into the product at the next :meth:`passing`: a search sets
-        them in every filter, and may use only one.
-        """
-        self.thresholds = thresholds
-
-    def _take_thresholds(self, thresholds):
-        if self.precision == "int8":
-            # P >= s t (threshold - bound) for every row that reaches the
-            # threshold; one unit lower for the float64 rounding of that
-            # product (clipped to 2**30). -inf lets every product through.
-            lowest = np.floor(self.unit * (thresholds - self.bound)) - 1
-            lowest = np.clip(lowest, -(2**30), 2**30)
-            self.lowest.view(-1).copy_(torch.from_numpy(lowest.astype(np.int32)))
-            return
-        u, gamma = self.u, self.gamma
-        # Input rounding and accumulation; then the rounding of the product,
-        # should the bias be added after it (oneDNN adds it before), and of the
-        # lowered threshold, whose size is at most |threshold| + margin, and
-        # margin < scale + base while |threshold| <= scale (a similarity).
-        base = (2 * u + u**2 + 2 * gamma) * self.scale
-        size = self.scale + np.abs(thresholds) + base
-        margin = 1.01 * (base + (self.u_out + 2 * gamma) * size)
-        lowered = np.nan_to_num(thresholds - margin, neginf=-np.finfo(np.float32).max)
-        self.bias.view(-1).copy_(torch.from_numpy(-lowered.astype(np.float32)))
-
-    def passing(self, block, thresholds=None, *, pairs=False):
-        """Rows (increasing) whose similarity may reach some query's threshold.
-
-        ``thresholds`` (float64, one per query) replaces those set before.
-        With ``pairs=True``, also returns a boolean array of shape (rows,
-        n_queries): which of the queries' thresholds each row may reach.
-        """
-        if thresholds is not None:
-            self.thresholds = thresholds
-        if self.thresholds is not None:
-            self._take_thresholds(self.thresholds)
-            self.thresholds = None
-        out = self._product(block)
-        if self.precision == "int8":
-            signs = torch.sub(out, self.lowest, out=out)  # |P| <= n 127**2 << 2**30
-        elif self.precision == "bfloat16":
-            signs = out.view(torch.int16)
-        else:
-            signs = out.view(torch.int32).T
-        # The few rows found are picked out in numpy (a third of torch's
-        # time), along the product's own layout: np.take copies an array that
-        # is not C-contiguous.
-        rows = np.flatnonzero(torch.amax(signs, dim=0).numpy() >= 0)
-        if not pairs:
-            return rows
-        if self.precision == "float32":
-            return rows, np.take(signs.T.numpy(), rows, axis=0) >= 0
-        return rows, np.take(signs.numpy(), rows, axis=1).T >= 0
-
-
-def _block_top_k(values, k):
-    """Columns of the ``k`` largest values of each row, ties to the lower column.
-
-    Returns an integer array of shape (n_rows, k) whose rows list the chosen
-    columns in increasing order (not by value).
-    """
-    n_rows, n_columns = values.shape
-    if k >= n_columns:
-        return np.broadcast_to(np.arange(n_columns), (n_rows, n_columns))
-    kth = np.partition(values, n_columns - k, axis=1)[:, n_columns - k, None]
-    keep = values >= kth
-    # Rows where values equal to the k-th largest continue past k: keep the
-    # lowest columns among those ties.
-    crowded = np.flatnonzero(keep.sum(axis=1) > k)
-    if crowded.size:
-        rows, threshold = values[crowded], kth[crowded]
-        above = rows > threshold
-        tied = rows == threshold
-        room = k - above.sum(axis=1, keepdims=True)
-        keep[crowded] = above | (tied & (np.cumsum(tied, axis=1) <= room))
-    return np.nonzero(keep)[1].reshape(n_rows, k)
-
-
-def _top_k(
-    queries, database, k, *, block_size=None, precisions=None, sq_norm_range=None, max_abs=None
-):
-    """Exact ``k`` nearest database rows of each query, for unit vectors.
-
-    The database is read in blocks of ``block_size`` rows, so memory does not
-    grow with it. Each block goes through two stages:
-
-    1. *Filter* (:class:`_BlockFilter`): one low-precision matrix product
-       with a proven error bound drops every row that cannot come nearer to
-       any query than its current ``k``-th nearest: usually almost all rows.
-       It runs in the lowest precision the CPU multiplies natively (int8
-       from block ``_INT8_FROM`` on, else bfloat16, else float32), and again
-       in the next one for blocks where a precision keeps many rows. The
-       first block is filtered with the scores that set the first thresholds.
-    2. *Exact*: the remaining rows, gathered over a few blocks, are compared
-       with the queries in float64; their squared Euclidean distances (from
-       the float64 dot products and norms) are merged with the best so far,
-       equal distances going to the lower index.
-
-    The result is therefore the exact ``k`` nearest rows whatever the
-    precision of the filter. The distances of the rows found are finally
-    computed directly as ``|q - e|`` in float64, accurate also near 0, and each
-    row is sorted by (distance, index).
-
-    Parameters
-    ----------
-    queries : ndarray of shape (n_queries, n_features)
-        Unit vectors.
-    database : ndarray of shape (n_samples, n_features)
-        Any array that supports slicing, such as a memmap. Its rows are
-        unit vectors, or their squared norms lie in ``sq_norm_range``.
-    k : int
-        ``1 <= k <= n_samples``.
-    block_size : int, default=None
-        Database rows per block (``_BLOCK_ROWS`` by default).
-    precisions : sequence of {"int8", "bfloat16", "float32"}, default=None
-        Filter precisions to use, float32 always among them; None: those the
-        CPU multiplies natively.
-    sq_norm_range : (float, float), default=None
-        Smallest and largest squared norm of the database rows (or a wider
-        range). Rows far from unit norm (zero embeddings) keep the result
-        exact but weaken the filter. None: measured, with ``max_abs``, in one
-        pass over the database (:func:`_value_ranges`); callers that search
-        the same database often measure it once and pass both.
-    max_abs : float, default=None
-        Largest absolute value in the database (or more), which sets the
-        scale of the int8 filter; measured with ``sq_norm_range`` when that
-        is None, else None means the largest norm.
-
-    Returns
-    -------
-    distances : ndarray of shape (n_queries, k), dtype float64
-        Increasing along each row.
-    indices : ndarray of shape (n_queries, k), dtype intp
-        Database rows; equal distances are ordered by increasing index.
-    """
-    queries = np.ascontiguousarray(queries, dtype=np.float32)
-    n_queries = len(queries)
-    n_samples = len(database)
-    block_size = min(max(block_size or _BLOCK_ROWS, k), n_samples)  # first block: >= k rows
-    chain = _filter_chain(precisions)
-    if sq_norm_range is None:
-        sq_norm_range, max_abs = _value_ranges(database)
-    low, high = sq_norm_range
-    thresholds = np.full(n_queries, -np.inf)
-    filters = {}  # built when first used
-
-    def get_filter(precision):
-        if precision not in filters:
-            filters[precision] = _BlockFilter(
-                queries, block_size, precision=precision, max_row_norm=high**0.5, max_abs=max_abs
-            )
-            filters[precision].set_thresholds(thresholds)
-        return filters[precision]
-
-    queries64 = torch.from_numpy(queries.T.astype(np.float64))
-    half_query_sq = 0.5 * np.einsum("ij,ij->i", queries, queries, dtype=np.float64)
-    # Best so far per query: squared distances (increasing) and indices.
-    best = np.full((n_queries, k), np.inf)
-    best_indices = np.full((n_queries, k), n_samples, dtype=np.intp)
-    crowded = 0  # blocks in a row where the chain's first precision kept too many rows
-    pending, n_pending = [], 0  # rows kept by the filter, waiting for the exact stage
-    flush_blocks = 1
-    for start in range(0, n_samples, block_size):
-        block = np.asarray(database[start : start + block_size], dtype=np.float32)
-        block_chain = chain
-        if chain[0] == "int8" and start < _INT8_FROM * block_size:
-            block_chain = chain[1:]  # thresholds still loose
-        for precision in block_chain:  # float32, the last, keeps what it keeps
-            filt = get_filter(precision)
-            if start == 0 and precision == block_chain[0]:
-                # Nothing known yet: thresholds from this block's scores.
-                thresholds, rows, pairs = filt.first_pass(block, k, 0.5 * (high - low))
-                for other in filters.values():
-                    other.set_thresholds(thresholds)
-            else:
-                rows, pairs = filt.passing(block, pairs=True)
-            if rows.size <= _REFILTER_FRACTION * len(block):
-                break
-        # Precisions too coarse for this database (tight clusters,
-        # duplicates) are dropped for the rest of the search if that persists.
-        crowded = crowded + 1 if precision != block_chain[0] else 0
-        if crowded == _REFILTER_LIMIT:
-            chain, crowded = chain[chain.index(precision) :], 0
-        if rows.size:
-            pending.append((rows + start, block[rows], pairs))
-            n_pending += rows.size
-        last = start + block_size >= n_samples
-        if pending and (last or n_pending >= _FLUSH_ROWS or len(pending) >= flush_blocks):
-            # The exact stage runs on the rows of several blocks at once: its
-            # cost is mostly per call. Thresholds meanwhile stay those of the
-            # best so far, which are valid, only less tight.
-            indices, vectors, pairs = (np.concatenate(part) for part in zip(*pending))
-            pending, n_pending = [], 0
-            flush_blocks = min(2 * flush_blocks, _FLUSH_BLOCKS)
-            for chunk in range(0, len(indices), _FLUSH_ROWS):  # bounded float64 copies
-                best, best_indices = _merge_exact(
-                    best,
-                    best_indices,
-                    vectors[chunk : chunk + _FLUSH_ROWS],
-                    indices[chunk : chunk + _FLUSH_ROWS],
-                    queries64,
-                    half_query_sq,
-                    n_samples,
-                    pairs[chunk : chunk + _FLUSH_ROWS],
-                )
-            # |q - e|^2 = |q|^2 + |e|^2 - 2 q.e beats the k-th nearest's d^2
-            # only if q.e > |q|^2/2 + |e|^2/2 - d^2/2, with |e|^2 >= low.
-            thresholds = half_query_sq + 0.5 * low - 0.5 * best[:, -1]
-            for filt in filters.values():
-                filt.set_thresholds(thresholds)
-    distances = _pair_distances(queries, database, best_indices)
-    order = np.lexsort((best_indices, distances), axis=1)
-    return np.take_along_axis(distances, order, 1), np.take_along_axis(best_indices, order, 1)
-
-
-def _value_ranges(vectors):
-    """What an exact search needs to know of the rows of ``vectors``.
-
-    Returns ``((low, high), max_abs)``: the smallest and largest squared norm
-    of a row, in float64, and the largest absolute value. Read in blocks of
-    ``_BLOCK_ROWS`` rows, so a memmap is not loaded whole.
-    """
-    low, high, max_abs = np.inf, -np.inf, 0.0
-    for start in range(0, len(vectors), _BLOCK_ROWS):
-        block = np.asarray(vectors[start : start + _BLOCK_ROWS])
-        sq_norms = np.einsum("ij,ij->i", block, block, dtype=np.float64)
-        low, high = min(low, sq_norms.min()), max(high, sq_norms.max())
-        max_abs = max(max_abs, float(np.abs(block).max()))
-    return (float(low), float(high)), max_abs
-
-
-def _merge_exact(
-    best, best_indices, vectors, indices, queries64, half_query_sq, n_samples, pairs=None
-):
-    """Merge candidate rows into the best so far by their float64 squared distances.
-
-    ``vectors`` (float32, one row per candidate, database rows ``indices`` in
-    increasing order) are compared with every query, or, where ``pairs`` (a
-    boolean array of shape (rows, n_queries)) is given, with the queries it
-    marks; rows that beat a query's current ``k``-th nearest enter its list,
-    equal distances going to the lower index.
-    """
-    n_queries, k = best.shape
-    candidates = vectors.astype(np.float64)
-    # Half the squared distances, shape (rows, queries). The product runs in
-    # torch: numpy's BLAS threads would spin and slow torch's down.
-    products = torch.mm(torch.from_numpy(candidates), queries64).numpy()
-    squared = half_query_sq + 0.5 * np.einsum("ij,ij->i", candidates, candidates)[:, None]
-    squared -= products
-    better = squared < 0.5 * best[:, -1]
-    if pairs is not None:
-        better &= pairs
-    owners, positions = np.nonzero(better.T)  # grouped by query
-    if owners.size == 0:
-        return best, best_indices
-    counts = np.bincount(owners, minlength=n_queries)
-    if counts.max() > _MAX_SPARSE:
-        # Many rows beat the k-th best (the first block, or a database sorted
-        # by similarity): keep each query's k best of them.
-        values = np.where(better, -squared, -np.inf).T
-        columns = _block_top_k(values, min(k, len(indices)))
-        owners = np.repeat(np.arange(n_queries), columns.shape[1])
-        positions = columns.ravel()
-        keep = np.isfinite(values[owners, positions])
-        owners, positions = owners[keep], positions[keep]
-        counts = np.bincount(owners, minlength=n_queries)
-    slots = np.arange(owners.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    values = np.full((n_queries, counts.max()), np.inf)
-    values[owners, slots] = 2 * squared[positions, owners]
-    found = np.full(values.shape, n_samples, dtype=np.intp)
-    found[owners, slots] = indices[positions]
-    return _merge(best, best_indices, values, found, k)
-
-
-def _merge(best, best_indices, values, indices, k):
-    """The ``k`` smallest of two candidate sets per row, equal values to the lower index."""
-    values = np.concatenate([best, values], 1)
-    indices = np.concatenate([best_indices, indices], 1)
-    order = np.lexsort((indices, values), axis=1)[:, :k]
-    return np.take_along_axis(values, order, 1), np.take_along_axis(indices, order, 1)
-
-
-def _pair_distances(queries, database, indices):
-    """Float64 Euclidean distance between each query and its rows of ``indices``."""
-    n_queries, k = indices.shape
-    rows = indices.ravel()
-    owners = np.repeat(np.arange(n_queries), k)
-    out = np.empty(rows.size, dtype=np.float64)
-    step = _BLOCK_ROWS
-    for start in range(0, rows.size, step):
-        stop = start + step
-        diff = np.asarray(database[rows[start:stop]], dtype=np.float64)
-        diff -= queries[owners[start:stop]]
-        out[start:stop] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
-    return out.reshape(n_queries, k)
+# Squared norms of float32-normalised embeddings differ from 1 by rounding
+# (about 1e-7); within this spread the rows count as unit vectors, whose
+# products alone rank them by distance.
+_UNIT_NORM_SPREAD = 2.0**-20
 
 
 def _n_rows(X):
@@ -612,6 +41,8 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     an example ECG, and :meth:`kneighbors` returns the database ECGs nearest
     to it.
 
+    Read more in the :ref:`User Guide <retrieval>`.
+
     Parameters
     ----------
     estimator : CROCSClusterer or Pipeline ending in one
@@ -626,6 +57,13 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         learned clinical prototypes (CP CROCS), one for every combination, or
         the mean training embedding of each combination (TP CROCS), which
         exists only for combinations with training ECGs.
+    partial : {"mean", "min"}, default="mean"
+        How a query that leaves attributes unspecified (``{"sex": "F"}``, any
+        class and age) is searched: by the prototypes of every combination
+        that matches it. ``"mean"``: an ECG's distance to the query is its
+        distance to their mean direction (the L2-normalised mean prototype);
+        ``"min"``: its distance to the nearest of them. See
+        :ref:`partial_queries` for what each measured.
     batch_size : int, default=1024
         ECGs embedded at a time: ``fit`` reads the database in slices of this
         many rows, so that a :func:`numpy.load` memmap is never loaded whole.
@@ -662,18 +100,15 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
 
     Notes
     -----
-    The search is exact and reads the database block by block, so memory
-    stays bounded however large the database. Each block is first
-    filtered with one low-precision matrix product whose rounding error has
-    a proven bound (int8 or bfloat16 where the CPU multiplies them natively,
-    else float32; a more precise one for blocks that it cannot sort out):
-    only rows that may come nearer to a query than its current
-    ``n_neighbors``-th nearest are kept, and those are compared with the
-    queries in float64.
-    Neighbours are chosen by float64 squared Euclidean distance; the
-    distances returned are computed directly, in float64, for the
-    neighbours found. Equal distances are ordered by increasing database
-    index, so results are deterministic.
+    The search reads the database block by block, so memory stays bounded
+    however large the database: one float32 matrix product of each block
+    with the queries, a selection of each query's best rows, merged with
+    the best rows so far. Neighbours are chosen by these float32 scores (rows whose
+    distances to a query differ by less than float32 rounding may trade
+    places at the ``n_neighbors``-th position); the distances returned are
+    then computed directly, in float64, for the neighbours found. Equal
+    distances are ordered by increasing database index, so results are
+    deterministic.
 
     Examples
     --------
@@ -703,6 +138,8 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     (2, 3)
     >>> retriever.kneighbors({"rhythm": "SR", "sex": "M"}, n_neighbors=5)[1].shape
     (1, 5)
+    >>> retriever.kneighbors({"sex": "F"}, n_neighbors=5)[1].shape  # any rhythm
+    (1, 5)
     >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
     array([0, 1])
     """
@@ -711,14 +148,25 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         "estimator": [HasMethods(["fit", "transform"])],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "query": [StrOptions({"learned", "mean"})],
+        "partial": [StrOptions({"mean", "min"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
     }
 
-    def __init__(self, estimator, *, n_neighbors=10, query="learned", batch_size=1024, verbose=0):
+    def __init__(
+        self,
+        estimator,
+        *,
+        n_neighbors=10,
+        query="learned",
+        partial="mean",
+        batch_size=1024,
+        verbose=0,
+    ):
         self.estimator = estimator
         self.n_neighbors = n_neighbors
         self.query = query
+        self.partial = partial
         self.batch_size = batch_size
         self.verbose = verbose
 
@@ -779,6 +227,8 @@ default=None
         self.query_attributes_ = pd.DataFrame(
             {n: self.prototype_attributes_[:, i] for i, n in enumerate(self.attribute_names_)}
         )
+        # The combination number of each query prototype, in increasing order.
+        self._query_combinations = crocs.attribute_codec_.encode(self.query_attributes_)
         self.n_features_in_ = estimator.n_features_in_
 
     def save(self, path, *, include_embeddings=False):
@@ -787,7 +237,7 @@ default=None
         The estimator is saved as by :meth:`CROCSClusterer.save`, with its
         wrapping (:class:`~sklearn.frozen.FrozenEstimator`, a
         :class:`~sklearn.pipeline.Pipeline` of
-        :class:`~sklearn_crocs.datasets.FrameNormalizer` steps ending in the
+        :class:`~sklearn_crocs.preprocessing.FrameNormalizer` steps ending in the
         clusterer). The database embeddings are written only when asked:
         they describe the indexed ECGs, which may be patient data.
 
@@ -872,10 +322,11 @@ default=None
         """Index ``embeddings``, the unit-norm rows that kneighbors searches."""
         self.embeddings_ = embeddings
         self.n_samples_fit_ = len(embeddings)
-        # Exact search needs the range of the squared norms (1 up to rounding,
-        # or 0 for an encoder output of zeros, which cannot be normalised) and
-        # the largest value, which sets the scale of the int8 filter.
-        self._sq_norm_range, self._max_abs = _value_ranges(embeddings)
+        # Every search adds these to its products: computed once, not per search.
+        # Unit rows (all but all-zero embeddings) need none: one pass fewer.
+        norms = half_squared_norms(embeddings)
+        same = len(norms) and np.ptp(norms) <= _UNIT_NORM_SPREAD
+        self._half_sq_norms = float(norms[0]) if same else norms
 
     def _embed(self, X, *, name):
         """Unit-norm float32 embeddings of X, computed ``batch_size`` rows at a time."""
@@ -908,7 +359,7 @@ default=None
         return embeddings
 
     def _attribute_queries(self, queries):
-        """Attribute combinations as a DataFrame, or None if ``queries`` are signals."""
+        """Attribute queries as a DataFrame (missing: any value), or None if they are signals."""
         names = self.attribute_names_
         if isinstance(queries, pd.Series):
             queries = queries.to_dict()
@@ -930,7 +381,7 @@ default=None
                     if isinstance(row, dict) or len(row) != len(names):
                         raise ValueError(
                             f"Each attribute combination must give {len(names)} value(s), "
-                            f"one per attribute of {names}; got {row!r}."
+                            f"one per attribute of {names} (None for any value); got {row!r}."
                         )
                 frame = pd.DataFrame([list(row) for row in rows], columns=names, dtype=object)
         else:
@@ -952,33 +403,66 @@ default=None
                 )
             frame = pd.DataFrame(rows, columns=names, dtype=object)
         frame.columns = [str(c) for c in frame.columns]
-        missing = [n for n in names if n not in frame.columns]
         extra = [c for c in frame.columns if c not in names]
-        if missing or extra:
+        if extra:
             raise ValueError(
-                f"Attribute queries must give a value for each attribute of {names}; "
-                f"missing {missing}, unknown {extra}."
+                f"Attribute queries name attributes {extra} that are not among {names}."
             )
         if len(frame) == 0:
             raise ValueError("queries holds no attribute combination; pass at least one.")
-        return frame[names]
+        # An attribute a query leaves out (or gives as None/NaN) may take any value.
+        frame = frame.reindex(columns=names)
+        unspecified = frame.isna().all(axis=1).to_numpy()
+        if unspecified.any():
+            raise ValueError(
+                f"Attribute queries {np.flatnonzero(unspecified).tolist()} specify no "
+                f"attribute of {names}; give at least one value per query."
+            )
+        return frame
 
     def _query_rows(self, frame):
-        """Rows of ``prototypes_`` of the combinations in ``frame``."""
-        crocs = _crocs_step(self.estimator_)
-        codes = crocs._encode_attributes(frame)  # clear error for unknown values
-        values = [tuple(cats[code] for cats, code in zip(crocs.categories_, row)) for row in codes]
-        position = {tuple(row): i for i, row in enumerate(self.prototype_attributes_)}
-        missing = [v for v in values if v not in position]
-        if missing:
-            listed = "; ".join(str(tuple(map(_python_value, v))) for v in missing[:10])
-            raise ValueError(
-                f"No training ECG has the attribute combination(s) {listed} of "
-                f"{self.attribute_names_}, so query='mean' (TP CROCS) has no prototype for "
-                "them. Use query='learned' (CP CROCS), which has a prototype for every "
-                "combination."
+        """Boolean matrix: the rows of ``prototypes_`` that match each query of ``frame``."""
+        codec = _crocs_step(self.estimator_).attribute_codec_
+        wanted = codec.codes(frame, allow_missing=True)  # clear error for unknown values
+        available = codec.combinations[self._query_combinations]
+        matches = ((wanted[:, None, :] == available) | (wanted[:, None, :] < 0)).all(axis=2)
+        unmatched = ~matches.any(axis=1)
+        if unmatched.any():
+            described = "; ".join(
+                str(tuple(None if pd.isna(v) else _python_value(v) for v in row))
+                for row in frame.to_numpy()[unmatched][:10]
             )
-        return np.array([position[v] for v in values], dtype=np.intp)
+            raise ValueError(
+                f"No training ECG has the attribute combination(s) {described} of "
+                f"{self.attribute_names_} (None: any value), so query='mean' (TP CROCS) has no "
+                "prototype for them. Use query='learned' (CP CROCS), which has a prototype for "
+                "every combination."
+            )
+        return matches
+
+    def _search(self, matches, n_neighbors):
+        """Nearest database ECGs of the queries whose prototypes are the rows ``matches``."""
+        single = matches.sum(axis=1) == 1
+        if self.partial == "mean" or single.all():
+            vectors = self.prototypes_[matches.argmax(axis=1)]
+            for q in np.flatnonzero(~single):
+                mean = self.prototypes_[matches[q]].astype(np.float64).mean(axis=0)
+                vectors[q] = mean / np.linalg.norm(mean)
+            return top_k(vectors, self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms)
+        # partial="min": each prototype's nearest ECGs hold the query's nearest ones.
+        used = np.flatnonzero(matches.any(axis=0))
+        found = top_k(
+            self.prototypes_[used], self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms
+        )
+        distances = np.empty((len(matches), n_neighbors))
+        indices = np.empty((len(matches), n_neighbors), dtype=found[1].dtype)
+        for q, row in enumerate(matches[:, used]):
+            d, i = found[0][row].ravel(), found[1][row].ravel()
+            order = np.lexsort((i, d))  # by distance, then index
+            d, i = d[order], i[order]
+            first = np.sort(np.unique(i, return_index=True)[1])[:n_neighbors]
+            distances[q], indices[q] = d[first], i[first]
+        return distances, indices
 
     def kneighbors(self, queries=None, n_neighbors=None, return_distance=True):
         """Find the database ECGs nearest to each query.
@@ -997,6 +481,10 @@ default=None
               dicts, a DataFrame with the attribute names as columns, or an
               array of strings (one combination per row). Numeric attribute
               values must come as tuples, dicts or a DataFrame;
+            - partial queries, in the same forms: an attribute left out of a
+              dict or DataFrame, or given as None (or NaN), may take any
+              value. ``{"sex": "F"}`` searches by the prototypes of every
+              combination with ``sex="F"``, as set by ``partial``;
             - a numeric array of shape (n_queries, n_timepoints) or
               (n_queries, n_leads, n_timepoints): ECG signals, embedded by the
               estimator (query by example).
@@ -1009,7 +497,9 @@ default=None
         -------
         distances : ndarray of shape (n_queries, n_neighbors), dtype float64
             Euclidean distances between the unit-norm query and database
-            embeddings, increasing along each row. Only returned if
+            embeddings, increasing along each row (for a partial query with
+            ``partial="min"``, the distance to the nearest matching
+            prototype). Only returned if
             ``return_distance=True``.
         indices : ndarray of shape (n_queries, n_neighbors)
             Rows of the database (``X`` in ``fit``), nearest first; equal
@@ -1022,6 +512,7 @@ default=None
             raise TypeError(f"n_neighbors must be an integer; got {n_neighbors!r}.")
         elif n_neighbors <= 0:
             raise ValueError(f"Expected n_neighbors > 0. Got {n_neighbors}")
+        matches = vectors = None
         if queries is None:
             vectors = self.prototypes_
         else:
@@ -1029,19 +520,19 @@ default=None
             if frame is None:
                 vectors = self._embed(queries, name="queries")
             else:
-                vectors = self.prototypes_[self._query_rows(frame)]
+                matches = self._query_rows(frame)
         if n_neighbors > self.n_samples_fit_:
+            n_queries = len(vectors if matches is None else matches)
             raise ValueError(
                 f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {n_neighbors}, "
-                f"n_samples_fit = {self.n_samples_fit_}, n_samples = {len(vectors)}"
+                f"n_samples_fit = {self.n_samples_fit_}, n_samples = {n_queries}"
             )
-        distances, indices = _top_k(
-            vectors,
-            self.embeddings_,
-            n_neighbors,
-            sq_norm_range=self._sq_norm_range,
-            max_abs=self._max_abs,
-        )
+        if matches is None:
+            distances, indices = top_k(
+                vectors, self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms
+            )
+        else:
+            distances, indices = self._search(matches, n_neighbors)
         if return_distance:
             return distances, indices
         return indices

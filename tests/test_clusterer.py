@@ -2,6 +2,8 @@
 
 import math
 import pickle
+import re
+import sys
 import warnings
 
 import joblib
@@ -16,12 +18,13 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics import adjusted_mutual_info_score
 from sklearn.model_selection import GridSearchCV, GroupKFold, cross_validate
 from sklearn.pipeline import make_pipeline
+from skorch.callbacks import Callback, LRScheduler, ProgressBar
 from torch import nn
 
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.nn import CNNEncoder, CROCSLoss
 
-FAST = {"embedding_dim": 16, "max_epochs": 4, "lr": 3e-3, "batch_size": 32}
+FAST = {"encoder": "cnn", "embedding_dim": 16, "max_epochs": 4, "lr": 3e-3, "batch_size": 32}
 
 
 def _model(**params):
@@ -260,9 +263,11 @@ def test_inference_batches_sized_by_the_largest_activation(synthetic, monkeypatc
     X, y, _ = synthetic
     model = _model(encoder="resnet", encoder_params={"channels": (8, 16)}, max_epochs=1)
     model.fit(X, y)
-    assert model.net_._inference_batch_size() == model.batch_size  # small frames: all fit
-    expected = model.transform(X)
+    # Small frames: more than the training batch, as many as fit the bound.
     per_frame = model.net_.module_.max_activation_size
+    fitting = min(_net._MAX_INFERENCE_BATCH, _net._ACTIVATION_BYTES // (4 * per_frame))
+    assert model.net_._inference_batch_size() == fitting > model.batch_size
+    expected = model.transform(X)
     monkeypatch.setattr(_net, "_ACTIVATION_BYTES", 5 * 4 * per_frame)
     assert model.net_._inference_batch_size() == 5
     batches = []
@@ -295,8 +300,7 @@ def test_early_stopping_with_patient_groups(synthetic, monkeypatch):
     best = int(np.argmin(scores))
     # The best epoch's prototypes were restored, not the last epoch's.
     valid_X = X[valid]
-    dims = [len(c) for c in model.categories_]
-    valid_y = np.ravel_multi_index(model._encode_attributes(y.iloc[valid]).T, dims)
+    valid_y = model.attribute_codec_.encode(y.iloc[valid])
     criterion = model.net_.criterion_
     with torch.no_grad():
         embeddings = model.net_.forward(valid_X)
@@ -328,6 +332,18 @@ def test_validation_split_keeps_patients_together(synthetic, monkeypatch):
         assert len(set(in_valid[groups == patient])) == 1
 
 
+def test_validation_split_is_stratified_by_the_class_attribute(synthetic, monkeypatch):
+    X, y, groups = synthetic
+    # A class of two patients has one on each side, whatever the seed.
+    y = y.assign(rhythm=np.where(np.isin(groups, [0, 1]), "GSVT", y["rhythm"]))
+    for seed in range(4):
+        model = _model(validation_fraction=0.25, max_epochs=1, random_state=seed)
+        in_valid = np.isin(np.arange(len(X)), _fit_recording_split(model, X, y, groups, monkeypatch))
+        assert len(np.unique(groups[in_valid])) == 6  # a quarter of the 24 patients
+        for side in (in_valid, ~in_valid):
+            assert set(y["rhythm"][side]) == {"AFIB", "GSVT", "SB", "SR"}
+
+
 def test_verbose_prints_progress_and_zero_is_silent(synthetic, capsys):
     X, y, groups = synthetic
     _model(max_epochs=2).fit(X, y)
@@ -337,6 +353,95 @@ def test_verbose_prints_progress_and_zero_is_silent(synthetic, capsys):
     for column in ("epoch", "train_loss", "train_nce", "train_reg", "valid_loss", "dur"):
         assert column in out
     assert len([line for line in out.splitlines() if line.strip().startswith(("1 ", "2 "))]) == 2
+
+
+def test_training_log_has_colour_codes_only_on_a_terminal(synthetic, capsys, monkeypatch):
+    X, y, groups = synthetic
+    params = {"max_epochs": 3, "verbose": 1, "validation_fraction": 0.25}
+    _model(**params).fit(X, y, groups=groups)
+    piped = capsys.readouterr().out
+    assert "train_loss" in piped and "valid_nce" in piped
+    assert "\x1b[" not in piped
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    _model(**params).fit(X, y, groups=groups)
+    terminal = capsys.readouterr().out
+    assert "\x1b[" in terminal  # skorch's colours around each column's best value
+    # Otherwise the same table (the durations aside).
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", terminal).splitlines()
+    assert plain[:2] == piped.splitlines()[:2]
+    assert [line.split()[:-1] for line in plain] == [line.split()[:-1] for line in piped.splitlines()]
+
+
+# ------------------------------------------------------------------ skorch callbacks
+class _CountEpochs(Callback):
+    """Counts the epochs it sees, in ``epochs_`` (state, so not a parameter)."""
+
+    def initialize(self):
+        self.epochs_ = 0
+        return self
+
+    def on_epoch_end(self, net, **kwargs):
+        self.epochs_ += 1
+
+
+def test_user_callback_runs_every_epoch_on_a_clone(synthetic):
+    X, y, _ = synthetic
+    counter = _CountEpochs()
+    model = _model(max_epochs=3, callbacks=[("count", counter), _CountEpochs])
+    model.fit(X, y)
+    fitted = dict(model.net_.callbacks_)
+    assert fitted["count"].epochs_ == 3
+    assert fitted["_CountEpochs"].epochs_ == 3  # a class is instantiated, as in skorch
+    assert fitted["count"] is not counter and not hasattr(counter, "epochs_")
+    assert model.callbacks[0][1] is counter  # the parameter is left as it was
+    model.fit(X, y)  # a second fit counts from 0 on a fresh clone
+    assert dict(model.net_.callbacks_)["count"].epochs_ == 3
+
+
+def test_lr_scheduler_with_early_stopping(synthetic):
+    X, y, groups = synthetic
+    scheduler = LRScheduler(policy="StepLR", step_size=1, gamma=0.5)
+    model = _model(max_epochs=4, validation_fraction=0.25, callbacks=[scheduler])
+    model.fit(X, y, groups=groups)
+    history = model.net_.history
+    # The learning rate of each epoch, halved after each.
+    np.testing.assert_allclose(history[:, "event_lr"], FAST["lr"] * 0.5 ** np.arange(4))
+    assert model.net_.optimizer_.param_groups[0]["lr"] == pytest.approx(FAST["lr"] / 16)
+    # The clusterer's own callbacks ran too.
+    assert {"valid_nce", "train_nce"} <= set(history[-1])
+    assert {"early_stopping", "keep_best"} <= set(dict(model.net_.callbacks_))
+    assert not hasattr(scheduler, "lr_scheduler_")
+    unscheduled = _model(max_epochs=4, validation_fraction=0.25).fit(X, y, groups=groups)
+    assert "event_lr" not in unscheduled.net_.history[-1]
+    assert not np.allclose(unscheduled.prototypes_, model.prototypes_)
+
+
+def test_progress_bar(synthetic, capsys):
+    X, y, _ = synthetic
+    model = _model(max_epochs=2, callbacks=[ProgressBar()]).fit(X, y)
+    assert model.n_iter_ == 2
+    assert "it/s" in capsys.readouterr().err  # tqdm's bar, on stderr
+    pickle.loads(pickle.dumps(model))  # the bar itself is not pickled
+
+
+def test_callbacks_params_and_clone():
+    scheduler = LRScheduler(policy="StepLR", step_size=2)
+    model = CROCSClusterer(callbacks=[("lr", scheduler)])
+    assert model.get_params()["callbacks"] == [("lr", scheduler)]
+    copy = clone(model)
+    name, cloned = copy.callbacks[0]
+    assert name == "lr" and cloned is not scheduler
+    assert cloned.get_params() == scheduler.get_params()
+    assert clone(copy).get_params()["callbacks"][0][1].step_size == 2
+    assert model.set_params(callbacks=None).callbacks is None
+    with pytest.raises(ValueError, match="The 'callbacks' parameter"):
+        CROCSClusterer(callbacks=ProgressBar()).fit(np.zeros((4, 10)), [0, 1, 0, 1])
+
+
+def test_callback_names_must_not_clash_with_the_clusterers_own(synthetic):
+    X, y, _ = synthetic
+    with pytest.raises(ValueError, match="duplicate user-set callback name 'train_nce'"):
+        _model(callbacks=[("train_nce", _CountEpochs())]).fit(X, y)
 
 
 # ------------------------------------------------------------------ reproducibility
@@ -458,13 +563,17 @@ def test_not_fitted():
             "Attribute 'site' takes the single value 'A'",
         ),
         (
-            lambda X, y: (X, y.assign(sex=y["sex"].where(y.index > 3))),
+            lambda X, y: (X, y.assign(rhythm=y["rhythm"].where(y.index > 3))),
             ValueError,
-            r"missing values .* 'sex' \(4\)",
+            r"4 ECG\(s\) of y have no value for the class attribute 'rhythm' \(rows \[0, 1, 2, 3\]\)",
+        ),
+        (
+            lambda X, y: (X, y.mask(np.broadcast_to((y.index < 2)[:, None], y.shape))),
+            ValueError,
+            r"2 ECG\(s\) of y have every attribute missing \(rows \[0, 1\]\)\. .*not supported",
         ),
         (lambda X, y: (X, y.assign(sex=[1, "F"] * (len(y) // 2))), TypeError, "one type"),
         (lambda X, y: (X, np.zeros((len(y), 2, 2))), ValueError, "y must have shape"),
-        (lambda X, y: (X[:, :, :100], y), ValueError, "needs at least 388 time points"),
         (lambda X, y: (np.array([["a"] * 600] * len(y)), y), ValueError, "could not convert"),
     ],
     ids=[
@@ -476,10 +585,10 @@ def test_not_fitted():
         "y-length",
         "no-y",
         "constant-attribute",
-        "missing-attribute",
+        "missing-class",
+        "unlabelled-rows",
         "mixed-types",
         "3d-y",
-        "too-short",
         "strings",
     ],
 )
@@ -488,6 +597,12 @@ def test_bad_fit_input(synthetic, mutate, error, message):
     X_bad, y_bad = mutate(X, y)
     with pytest.raises(error, match=message):
         CROCSClusterer(max_epochs=1, validation_fraction=None).fit(X_bad, y_bad)
+
+
+def test_signals_too_short_for_the_cnn(synthetic):
+    X, y, _ = synthetic
+    with pytest.raises(ValueError, match="needs at least 388 time points"):
+        CROCSClusterer(encoder="cnn", max_epochs=1).fit(X[:, :, :100], y)
 
 
 def test_bad_predict_input(fitted, synthetic):
@@ -592,8 +707,10 @@ def test_chunks_hold_whole_batches(fitted, synthetic, monkeypatch):
     # A chunk of a large input is cut to whole inference batches, so that no
     # chunk but the last ends in a short batch.
     import sklearn_crocs._clusterer as clusterer_module
+    from sklearn_crocs.nn import _net
 
     X, _, _ = synthetic
+    monkeypatch.setattr(_net, "_MAX_INFERENCE_BATCH", 16)  # several batches in X
     batch = fitted.net_._inference_batch_size()
     assert 5 * batch // 4 < len(X)
     monkeypatch.setattr(clusterer_module, "_CHUNK_BYTES", 4 * X[0].size * (5 * batch // 4))
@@ -674,3 +791,106 @@ def test_early_stopping_without_groups_warns_once(synthetic):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _model(max_epochs=2, validation_fraction=0.2).fit(X, y, groups=groups)
+
+
+def test_training_augmentation_settings_reach_the_net(synthetic):
+    X, y, _ = synthetic
+    resnet = {"encoder": "resnet", "encoder_params": {"channels": (4, 8)}, "max_epochs": 1}
+    assert repr(_model(**resnet).fit(X, y).net_.augment) == (
+        "RandomWindow(crop=0.8, amplitude_jitter=0.1)"
+    )
+    assert repr(_model(max_epochs=1).fit(X, y).net_.augment) == (
+        "RandomWindow(crop=1.0, amplitude_jitter=0.1)"  # the CNN takes whole signals
+    )
+    assert _model(max_epochs=1, amplitude_jitter=0).fit(X, y).net_.augment is None
+    plain = _model(**resnet, crop=1, amplitude_jitter=0).fit(X, y)
+    augmented = _model(**resnet).fit(X, y)
+    assert plain.net_.augment is None
+    assert not np.allclose(plain.prototypes_, augmented.prototypes_)
+    with pytest.raises(ValueError, match=r"crop=0.8 trains on windows shorter .* Use crop=1"):
+        _model(encoder="cnn", crop=0.8).fit(X, y)
+
+
+# ---------------------------------------------------------- missing attributes
+def _remove(y, fraction, seed=0):
+    """y with ``fraction`` of its sex and of its age values missing, drawn independently."""
+    rng = np.random.RandomState(seed)
+    y = y.copy()
+    for column in ("sex", "age_group"):
+        y.loc[rng.rand(len(y)) < fraction, column] = None
+    return y
+
+
+def test_missing_attributes_are_marginalised(synthetic):
+    X, y, _ = synthetic
+    y_missing = _remove(y, 0.3)
+    known = y_missing.notna().all(axis=1).to_numpy()
+    assert 0 < known.sum() < len(y)
+    model = _model(max_epochs=2).fit(X, y_missing)
+    # No prototype stands for "missing": the combinations of the complete y.
+    assert [list(c) for c in model.categories_] == [
+        ["AFIB", "SB", "SR"],
+        ["F", "M"],
+        ["<60", ">=60"],
+    ]
+    assert model.prototypes_.shape == (12, 16)
+    counts = y[known].value_counts().reindex(pd.MultiIndex.from_tuples(
+        [tuple(a) for a in model.prototype_attributes_]), fill_value=0)  # fmt: skip
+    assert model.prototype_counts_.tolist() == counts.tolist()
+    # One extra target row per pattern of missing values.
+    n_patterns = len(y_missing[~known].fillna("?").drop_duplicates())
+    criterion = model.net_.criterion_
+    assert criterion.weights.shape == (12 + n_patterns, 12)
+    np.testing.assert_allclose(criterion.weights.sum(axis=1), 1.0, rtol=1e-6)
+    predicted = model.predict(X)
+    assert predicted.notna().all().all() and list(predicted.columns) == list(y.columns)
+    assert model.transform(X).shape == (len(X), 16)
+    with pytest.raises(ValueError, match=r"missing values .* 'sex'"):
+        _model(max_epochs=1, missing="error").fit(X, y_missing)
+
+
+def test_all_known_y_trains_exactly_as_before(synthetic):
+    X, y, groups = synthetic
+    marginalise = _model(max_epochs=2, loss="hard").fit(X, y)
+    error = _model(max_epochs=2, loss="hard", missing="error").fit(X, y)
+    assert marginalise.net_.criterion_.weights.shape == (12, 12)
+    assert marginalise.net_.criterion_.consistent is None
+    assert marginalise.net_.history[:, "train_loss"] == error.net_.history[:, "train_loss"]
+    np.testing.assert_array_equal(marginalise.prototypes_, error.prototypes_)
+    np.testing.assert_array_equal(marginalise.transform(X), error.transform(X))
+
+
+@pytest.mark.parametrize("loss", ["soft", "hard"])
+def test_missing_attributes_with_early_stopping_and_save(synthetic, tmp_path, loss):
+    X, y, groups = synthetic
+    model = _model(max_epochs=2, loss=loss, validation_fraction=0.25).fit(
+        X, _remove(y, 0.5, seed=1), groups=groups
+    )
+    assert "valid_nce" in model.net_.history[-1]
+    path = tmp_path / "model.safetensors"
+    model.save(path)
+    loaded = CROCSClusterer.load(path)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+# --------------------------------------------------------- per-attribute proba
+def test_predict_proba_marginals_follow_the_declared_category_order(synthetic):
+    X, y, _ = synthetic
+    order = [">=60", "<60"]  # not sorted
+    y = y.assign(age_group=pd.Categorical(y["age_group"], categories=order))
+    model = _model(max_epochs=2).fit(X, y)
+    proba = model.predict_proba(X)
+    for position, name in enumerate(model.attribute_names_):
+        categories = model.categories_[position]
+        marginal = model.predict_proba(X, attribute=name)
+        assert marginal.shape == (len(X), len(categories))
+        np.testing.assert_allclose(marginal.sum(axis=1), 1.0, rtol=1e-5)
+        for k, value in enumerate(categories):
+            columns = model.prototype_attributes_[:, position] == value
+            np.testing.assert_allclose(marginal[:, k], proba[:, columns].sum(axis=1), rtol=1e-6)
+        np.testing.assert_array_equal(model.predict_proba(X, attribute=position), marginal)
+    assert model.categories_[2].tolist() == order
+    with pytest.raises(ValueError, match=r"attribute='age' is not an attribute of y"):
+        model.predict_proba(X, attribute="age")
+    with pytest.raises(ValueError, match="attribute=3 but y has only 3 attribute"):
+        model.predict_proba(X, attribute=3)

@@ -19,9 +19,14 @@ PUBLIC_MODULES = [
     "sklearn_crocs.datasets",
     "sklearn_crocs.metrics",
     "sklearn_crocs.nn",
+    "sklearn_crocs.parallel",
     "sklearn_crocs.plotting",
+    "sklearn_crocs.preprocessing",
 ]
-API_REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "api.rst"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+# The API index (every name, grouped by subpackage) and the subpackages' pages.
+API_REFERENCE = DOCS / "api.rst"
+API_PAGES = DOCS / "api"
 
 # Public objects whose docstring still lacks what is checked here, with the
 # reason; strict, so that each entry has to go once its docstring is fixed.
@@ -87,23 +92,48 @@ def test_numpydoc_validation(qualified_name):
     assert not errors, f"{qualified_name}: {errors}"
 
 
-def test_every_public_name_is_in_the_api_reference():
-    if not API_REFERENCE.is_file():
-        pytest.skip("docs/api.rst is not available (installed package)")
-    text = API_REFERENCE.read_text()
-    listed = set()
-    current = None
-    for line in text.splitlines():
+@pytest.mark.parametrize("qualified_name", public_names())
+def test_docstring_links_its_user_guide_section(qualified_name):
+    # As in scikit-learn: a "Read more" line that the API page shows, pointing
+    # at a label that exists in the user guide.
+    if not DOCS.is_dir():
+        pytest.skip("docs/ is not available (installed package)")
+    found = re.search(
+        r"Read more in the :ref:`User Guide <(\w+)>`\.", resolve(qualified_name).__doc__
+    )
+    assert found, f"{qualified_name}: no 'Read more in the :ref:`User Guide <...>`.' line"
+    labels = set()
+    for page in DOCS.glob("user_guide/*.rst"):
+        labels |= set(re.findall(r"^\.\. _(\w+):$", page.read_text(), flags=re.M))
+    assert found.group(1) in labels, f"{qualified_name}: no label {found.group(1)!r} in the guide"
+
+
+def listed_names(path):
+    """``module.name`` of every entry of the autosummary lists of an API page."""
+    listed, current = set(), None
+    for line in path.read_text().splitlines():
         module = re.match(r"\.\. currentmodule:: (\S+)", line)
         if module:
             current = module.group(1)
         entry = re.fullmatch(r"   ([A-Za-z_]\w*)", line)
         if entry and current:
             listed.add(f"{current}.{entry.group(1)}")
-    missing = sorted(set(public_names()) - listed)
-    assert not missing, f"public names missing from docs/api.rst: {missing}"
-    unknown = sorted(listed - set(public_names()))
-    assert not unknown, f"docs/api.rst lists names that are not public: {unknown}"
+    return listed
+
+
+def test_every_public_name_is_in_the_api_reference():
+    if not API_REFERENCE.is_file():
+        pytest.skip("docs/api.rst is not available (installed package)")
+    module_pages = sorted(API_PAGES.glob("*.rst"))
+    assert sorted(page.stem for page in module_pages) == sorted(PUBLIC_MODULES)
+    for listed, where in [
+        (listed_names(API_REFERENCE), "docs/api.rst"),
+        (set().union(*map(listed_names, module_pages)), "docs/api/*.rst"),
+    ]:
+        missing = sorted(set(public_names()) - listed)
+        assert not missing, f"public names missing from {where}: {missing}"
+        unknown = sorted(listed - set(public_names()))
+        assert not unknown, f"{where} lists names that are not public: {unknown}"
 
 
 def test_sections_parser_finds_examples_only_under_their_title():

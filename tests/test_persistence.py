@@ -21,13 +21,14 @@ from safetensors.torch import save_file
 from sklearn.base import clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import make_pipeline
+from skorch.callbacks import LRScheduler
 from test_common import FAST_CNN, _fast_estimators
 from torch import nn
 
 from sklearn_crocs import CROCSClusterer, InvalidModelFileError, PrototypeRetriever
 from sklearn_crocs._persistence import FORMAT_VERSION
-from sklearn_crocs.datasets import FrameNormalizer
 from sklearn_crocs.nn import CNNEncoder
+from sklearn_crocs.preprocessing import FrameNormalizer
 
 CONFIGS = list(_fast_estimators())
 CONFIG_IDS = ["cnn-soft-learned", "cnn-hard-mean-early-stopping", "resnet"]
@@ -145,6 +146,7 @@ def test_round_trip_keeps_attribute_layouts(data, tmp_path, make_y):
     X, y, _ = data
     target = make_y(y)
     model = CROCSClusterer(
+        encoder="cnn",
         encoder_params=FAST_CNN, embedding_dim=8, max_epochs=2, validation_fraction=None,
         prototypes="mean", random_state=np.random.RandomState(5),
     ).fit(X[:, 0, :], target)  # fmt: skip
@@ -156,6 +158,7 @@ def test_round_trip_with_dataframe_input(data, tmp_path):
     X, y, _ = data
     frame = pd.DataFrame(X[:, 0, :], columns=[f"t{i}" for i in range(X.shape[2])])
     model = CROCSClusterer(
+        encoder="cnn",
         encoder_params=FAST_CNN, embedding_dim=8, max_epochs=2, validation_fraction=None,
         tau_w=float("inf"), random_state=0,
     ).fit(frame, y)  # fmt: skip
@@ -165,6 +168,22 @@ def test_round_trip_with_dataframe_input(data, tmp_path):
     _assert_same_model(loaded, model, frame, y)
     with pytest.warns(UserWarning, match="X does not have valid feature names"):
         loaded.transform(X[:, 0, :])
+
+
+def test_callbacks_are_not_saved(data, tmp_path):
+    X, y, _ = data
+    model = CROCSClusterer(
+        encoder="cnn",
+        encoder_params=FAST_CNN, embedding_dim=8, max_epochs=2, validation_fraction=None,
+        random_state=0, callbacks=[("lr", LRScheduler(policy="StepLR", step_size=1))],
+    ).fit(X, y)  # fmt: skip
+    model.save(tmp_path / "m.safetensors")
+    loaded = CROCSClusterer.load(tmp_path / "m.safetensors")
+    assert loaded.get_params() == {**model.get_params(), "callbacks": None}
+    np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
+    assert loaded.net_.history.to_list() == model.net_.history.to_list()  # with event_lr
+    PrototypeRetriever(model).fit(X).save(tmp_path / "r.safetensors")
+    assert PrototypeRetriever.load(tmp_path / "r.safetensors").estimator.callbacks is None
 
 
 def test_custom_encoder_class_must_be_passed(data, tmp_path):

@@ -15,15 +15,11 @@ from skorch.helper import predefined_split
 from torch import nn
 
 from .._attributes import as_attribute_frame, combination_labels
-from .._clusterer import (
-    _ENCODERS,
-    CROCSClusterer,
-    _device_problem,
-    _fused_adam_supported,
-    _silent,
-)
+from .._clusterer import CROCSClusterer
+from .._utils import _device_problem, _fused_adam_supported, _silent
 from ..nn import ArrayDataset, CROCSNet
-from ..nn._net import _KeepBestState
+from ..nn._encoders import ENCODERS
+from ..nn._net import KeepBestState
 
 __all__ = ["map_clusters"]
 
@@ -70,6 +66,8 @@ def map_clusters(labels, y, *, n_clusters=None, method="majority"):
       there are more clusters than combinations fall back to the majority.
 
     A cluster without labelled members gets the most frequent combination.
+
+    Read more in the :ref:`User Guide <reproducing>`.
 
     Parameters
     ----------
@@ -220,7 +218,7 @@ class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
         return int(check_random_state(self.random_state).randint(2**31 - 1))
 
     def _make_encoder(self, n_leads, n_timepoints):
-        encoder = _ENCODERS[self.encoder] if isinstance(self.encoder, str) else self.encoder
+        encoder = ENCODERS[self.encoder] if isinstance(self.encoder, str) else self.encoder
         return encoder(
             in_channels=n_leads,
             n_timepoints=n_timepoints,
@@ -252,7 +250,7 @@ class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
                         sink=print if self.verbose else _silent,
                     ),
                 ),
-                ("keep_best", _KeepBestState(monitor="valid_loss")),
+                ("keep_best", KeepBestState(monitor="valid_loss")),
             ]
         device = torch.device(self.device)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):

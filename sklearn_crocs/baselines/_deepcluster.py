@@ -148,6 +148,8 @@ class DeepCluster(AttributeMapMixin, NeuralBaseline):
     change every epoch (the CROCS paper trained DeepCluster for a fixed 30
     epochs).
 
+    Read more in the :ref:`User Guide <reproducing>`.
+
     Parameters
     ----------
     n_clusters : int, default=8

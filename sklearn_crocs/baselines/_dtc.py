@@ -15,6 +15,7 @@ from ._base import CROCS_DEFAULTS
 __all__ = ["DTC"]
 
 _D = CROCS_DEFAULTS
+_FIXED = {"missing": "error", "crop": 1.0, "amplitude_jitter": 0.0, "callbacks": None}
 
 
 def student_t_log_assignment(embeddings, prototypes, alpha=1.0):
@@ -88,6 +89,8 @@ class DTC(CROCSClusterer):
     the paper compares DTC's prototypes with the embeddings by Euclidean
     distance between unit vectors (its Fig. 4), and the nearest prototype by
     that distance is the nearest by cosine similarity, which ``predict`` uses.
+
+    Read more in the :ref:`User Guide <reproducing>`.
 
     Parameters
     ----------
@@ -184,7 +187,7 @@ class DTC(CROCSClusterer):
         **{
             k: v
             for k, v in CROCSClusterer._parameter_constraints.items()
-            if k not in ("tau_s", "beta", "loss", "reg_reduction")
+            if k not in _FIXED and k not in ("tau_s", "beta", "loss", "reg_reduction")
         },
         "alpha": [Interval(Real, 0, None, closed="neither")],
     }
@@ -225,9 +228,17 @@ class DTC(CROCSClusterer):
         self.verbose = verbose
         self.memory_budget = memory_budget
 
-    def _criterion(self):
+    # CROCSClusterer's settings that DTC does not expose: the paper's DTC trains
+    # on whole, unperturbed ECGs whose attributes are all known.
+    missing = _FIXED["missing"]
+    crop = _FIXED["crop"]
+    amplitude_jitter = _FIXED["amplitude_jitter"]
+    callbacks = _FIXED["callbacks"]
+
+    def _criterion(self, partial_combinations=None):
+        # missing="error": fit rejects missing attributes before this point.
         return DTCLoss, {
-            "combinations": self._combinations,
+            "combinations": self.attribute_codec_.combinations,
             "embedding_dim": self.embedding_dim,
             "class_attribute": self._class_index,
             "tau_w": self.tau_w,

@@ -148,6 +148,8 @@ class DTCR(AttributeMapMixin, NeuralBaseline):
     (``n_decoder_steps`` steps in all), which keeps training on
     2500-sample ECGs affordable on a CPU.
 
+    Read more in the :ref:`User Guide <reproducing>`.
+
     Parameters
     ----------
     n_clusters : int, default=8

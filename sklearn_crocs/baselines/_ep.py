@@ -89,6 +89,8 @@ class KMeansEP(AttributeMapMixin, NeuralBaseline):
     clusters the codes of the training ECGs; each cluster is named after the
     attribute combination of its training ECGs (:func:`map_clusters`).
 
+    Read more in the :ref:`User Guide <reproducing>`.
+
     Parameters
     ----------
     n_prototypes : int, default=None

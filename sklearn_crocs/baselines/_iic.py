@@ -122,6 +122,8 @@ class IIC(AttributeMapMixin, NeuralBaseline):
     attributes ``y`` each cluster is named after the combination of its
     training ECGs (:func:`map_clusters`).
 
+    Read more in the :ref:`User Guide <reproducing>`.
+
     Parameters
     ----------
     n_clusters : int, default=8

@@ -22,6 +22,8 @@ class KMeansRaw(AttributeMapMixin, ClusterMixin, TransformerMixin, BaseEstimator
     combination (:func:`map_clusters`) and :meth:`predict_attributes` assigns
     attributes; ``y`` does not change the clustering.
 
+    Read more in the :ref:`User Guide <reproducing>`.
+
     Parameters
     ----------
     n_clusters : int, default=8
@@ -154,6 +156,8 @@ class KMeansCROCS(AttributeMapMixin, ClusterMixin, TransformerMixin, BaseEstimat
     and names each cluster after the attributes of its training ECGs
     (:func:`map_clusters`). The clusters are k-means's; the prototypes are
     not used.
+
+    Read more in the :ref:`User Guide <reproducing>`.
 
     Parameters
     ----------

@@ -93,6 +93,8 @@ class SeLA(AttributeMapMixin, NeuralBaseline):
     There is no early stopping: the pseudo-labels, and with them the loss,
     change every epoch.
 
+    Read more in the :ref:`User Guide <reproducing>`.
+
     Parameters
     ----------
     n_clusters : int, default=8

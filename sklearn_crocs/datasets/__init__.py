@@ -1,38 +1,29 @@
-"""Datasets: the bundled LUDB records and PTB-XL sample, loaders and preprocessing.
+"""Datasets: the bundled LUDB records and PTB-XL sample, loaders, fetchers and splits.
 
 Loaders return a :class:`sklearn.utils.Bunch` with float32 signals of shape
 (n_records, n_leads, n_samples) in mV, a DataFrame of patient attributes,
-patient ids (``groups``) and a description. The preprocessing functions
-reproduce the paper's pipeline: frames of 2500 samples, resampling, per-frame
-normalisation, leads as instances, age quartiles and patient-level splits.
+patient ids (``groups``) and a description. The splits keep every patient's
+records on one side. The preprocessing of the paper (frames, resampling,
+normalisation, leads as instances, age quartiles) is in
+:mod:`sklearn_crocs.preprocessing`.
 """
 
+import warnings
+
 from ._base import InvalidRecordError, clear_data_home, get_data_home
-from ._chapman import load_chapman
-from ._fetch import fetch_chapman, fetch_ptbxl
+from ._chapman import fetch_chapman, load_chapman
 from ._ludb import load_ludb, load_ludb_instances
-from ._preprocessing import (
-    AgeGroupEncoder,
-    FrameNormalizer,
-    leads_as_instances,
-    make_frames,
-    normalize_frames,
-    resample_signals,
-)
-from ._ptbxl import load_ptbxl
+from ._ptbxl import fetch_ptbxl, load_ptbxl
 from ._ptbxl_sample import load_ptbxl_sample, load_ptbxl_sample_frames
 from ._split import patient_split, ptbxl_fold_split
 from ._wfdb import load_wfdb
 
 __all__ = [
-    "AgeGroupEncoder",
-    "FrameNormalizer",
     "InvalidRecordError",
     "clear_data_home",
     "fetch_chapman",
     "fetch_ptbxl",
     "get_data_home",
-    "leads_as_instances",
     "load_chapman",
     "load_ludb",
     "load_ludb_instances",
@@ -40,9 +31,32 @@ __all__ = [
     "load_ptbxl_sample",
     "load_ptbxl_sample_frames",
     "load_wfdb",
-    "make_frames",
-    "normalize_frames",
     "patient_split",
     "ptbxl_fold_split",
-    "resample_signals",
 ]
+
+# Names that moved to sklearn_crocs.preprocessing; the old imports keep
+# working, with a warning, until they are removed.
+_MOVED_TO_PREPROCESSING = (
+    "AgeGroupEncoder",
+    "FrameNormalizer",
+    "leads_as_instances",
+    "make_frames",
+    "normalize_frames",
+    "resample_signals",
+)
+
+
+def __getattr__(name):
+    if name in _MOVED_TO_PREPROCESSING:
+        warnings.warn(
+            f"sklearn_crocs.datasets.{name} moved to sklearn_crocs.preprocessing.{name}; "
+            "importing it from sklearn_crocs.datasets is deprecated and will stop "
+            "working in sklearn-crocs 0.3.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        from .. import preprocessing
+
+        return getattr(preprocessing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,18 +3,16 @@
 Everything here is used by more than one loader; each helper lives here once.
 """
 
-import contextlib
 import math
 import os
 import shutil
 import sys
-import uuid
 import warnings
 from importlib import resources
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 #: The twelve standard ECG leads in their conventional order and public spelling.
 STANDARD_LEADS = (
@@ -44,6 +42,8 @@ class InvalidRecordError(ValueError):
     names the offending file and says how to fix the problem or skip the record
     (``on_error="skip"``). It subclasses :class:`ValueError`.
 
+    Read more in the :ref:`User Guide <reliability>`.
+
     Examples
     --------
     >>> from sklearn_crocs.datasets import InvalidRecordError
@@ -60,6 +60,8 @@ def get_data_home(data_home=None):
     folder ``sklearn_crocs_data`` in the user's home folder; the environment
     variable ``SKLEARN_CROCS_DATA`` or the ``data_home`` argument override it.
     The ``~`` symbol is expanded. The folder is created if it does not exist.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------
@@ -95,6 +97,8 @@ def get_data_home(data_home=None):
 def clear_data_home(data_home=None):
     """Delete the sklearn-crocs data directory and everything in it.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     data_home : str or path-like, default=None
@@ -119,7 +123,7 @@ def canonical_lead_name(name):
     return _LEAD_BY_LOWER.get(name.lower(), name)
 
 
-def _check_leads(leads):
+def check_leads(leads):
     """Validate a user's ``leads`` argument; return canonical names or None."""
     if leads is None:
         return None
@@ -138,7 +142,7 @@ def _check_leads(leads):
     return leads
 
 
-def _check_on_error(on_error):
+def check_on_error(on_error):
     if on_error not in _ON_ERROR_OPTIONS:
         raise ValueError(
             f"on_error must be 'raise' (stop at the first unusable record) or "
@@ -147,7 +151,7 @@ def _check_on_error(on_error):
     return on_error
 
 
-def _parse_age(value):
+def parse_age(value):
     """Age in years as a float; ``>89`` style caps become 90.0, unknown NaN.
 
     Accepts numbers and strings such as ``"51"``, ``"51.0"``, ``">89"``,
@@ -177,14 +181,14 @@ _SEX_CODES = {
 }
 
 
-def _parse_sex(value):
+def parse_sex(value):
     """``"M"``/``"F"`` from Male/Female/M/F/MALE/FEMALE (any case), else NaN."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return math.nan
     return _SEX_CODES.get(str(value).strip().lower(), math.nan)
 
 
-def _parse_comments(comments):
+def parse_comments(comments):
     """``{key: value}`` from WFDB header comments of the form ``key: value``.
 
     Keys are stripped of surrounding whitespace and of the angle brackets that
@@ -202,7 +206,7 @@ def _parse_comments(comments):
     return parsed
 
 
-def _load_descr(name):
+def load_descr(name):
     """Text of ``descr/<name>`` shipped with the package."""
     return (
         resources.files("sklearn_crocs.datasets")
@@ -211,37 +215,15 @@ def _load_descr(name):
     )
 
 
-def _data_file(name):
+def data_file(name):
     """Path (as a traversable) of a file in the package's ``data`` folder."""
     return resources.files("sklearn_crocs.datasets").joinpath("data", name)
 
 
-@contextlib.contextmanager
-def _atomic_path(path):
-    """Yield a temporary path next to ``path``; move it into place on success.
-
-    The temporary file lives in the same folder so that the final
-    :func:`os.replace` is atomic. On error the temporary file is removed and
-    ``path`` is left as it was.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A unique name (not mkstemp, whose 0600 mode would survive the rename):
-    # the caller creates the file, so it gets the usual umask-based mode.
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-
-
-def _warn(message, category=UserWarning):
+def warn(message, category=UserWarning):
     """Warn with the location of the first caller outside this package."""
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame = sys._getframe(1)  # the caller of _warn, i.e. stacklevel=2
+    frame = sys._getframe(1)  # the caller of warn, i.e. stacklevel=2
     level = 2
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package_dir):
         frame = frame.f_back
@@ -249,7 +231,12 @@ def _warn(message, category=UserWarning):
     warnings.warn(message, category, stacklevel=level)
 
 
-class _ExclusionLog:
+def progress(iterable, *, verbose, desc, total=None, unit="record"):
+    """``iterable``, with a tqdm progress bar on stderr when ``verbose`` is truthy."""
+    return tqdm(iterable, desc=desc, total=total, unit=unit, disable=not verbose, file=sys.stderr)
+
+
+class ExclusionLog:
     """Records left out by a loader, with the reason, warned about together.
 
     ``kind="skipped"`` entries are unreadable records dropped because the user
@@ -274,7 +261,7 @@ class _ExclusionLog:
             return
         first = skipped[0]["reason"].rstrip(".")
         more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-        _warn(
+        warn(
             f"Skipped {len(skipped)} of {n_total} {what} that could not be used "
             f"(on_error='skip'): {first}{more}. The full list is in the returned "
             f"Bunch's 'excluded' DataFrame."

@@ -1,4 +1,4 @@
-"""Chapman-Shaoxing (Zheng et al., 2020): ``load_chapman`` for both layouts.
+"""Chapman-Shaoxing (Zheng et al., 2020): ``load_chapman`` for both layouts, ``fetch_chapman``.
 
 - The original release (figshare): ``Diagnostics.xlsx`` with one row per
   record (FileName, Rhythm, Beat, PatientAge, Gender, ...) and one CSV per
@@ -22,17 +22,20 @@ from sklearn.utils import Bunch
 
 from ._base import (
     STANDARD_LEADS,
+    ExclusionLog,
     InvalidRecordError,
-    _check_leads,
-    _check_on_error,
-    _ExclusionLog,
-    _load_descr,
-    _parse_age,
-    _parse_comments,
-    _parse_sex,
-    _warn,
     canonical_lead_name,
+    check_leads,
+    check_on_error,
+    get_data_home,
+    load_descr,
+    parse_age,
+    parse_comments,
+    parse_sex,
+    progress,
+    warn,
 )
+from ._download import CHECKSUM_FILE, check_fetch_args, checksum_list, ensure_files
 from ._records import (
     RawRecord,
     SignalCache,
@@ -41,6 +44,9 @@ from ._records import (
     file_stats,
 )
 from ._wfdb import find_wfdb_records, read_header_comments, read_wfdb_signals
+
+CHAPMAN_URL = "https://physionet.org/files/ecg-arrhythmia/1.0.0/"
+CHAPMAN_FOLDER = "ecg-arrhythmia-1.0.0"
 
 #: Rhythm acronyms of the original release (Diagnostics.xlsx, RhythmNames.xlsx)
 #: and their CROCS group.
@@ -137,7 +143,7 @@ def _apply_unmapped(names, groups, reasons, unmapped, log):
             log.add(names[i], reasons[i], kind="filtered")
             keep[i] = False
     if unmapped == "drop":
-        _warn(
+        warn(
             f"Left out {len(unmapped_idx)} of {len(names)} records whose rhythm "
             f"is not in the paper's four groups (unmapped='drop'), e.g. "
             f"{names[unmapped_idx[0]]}: {reasons[unmapped_idx[0]]}. They are "
@@ -285,8 +291,8 @@ def _load_original(
     attributes = pd.DataFrame(
         {
             "rhythm": [groups[i] for i in signal_set.kept],
-            "sex": [_parse_sex(v) for v in kept["Gender"]],
-            "age": [_parse_age(v) for v in kept["PatientAge"]],
+            "sex": [parse_sex(v) for v in kept["Gender"]],
+            "age": [parse_age(v) for v in kept["PatientAge"]],
         }
     )
     metadata = kept.rename(columns={"Rhythm": "rhythm_source"})
@@ -317,9 +323,9 @@ def _load_wfdb_layout(
     # even be read is left to the signal reader, which reports it (or skips it
     # with on_error="skip") like any other unusable record.
     comments, groups, reasons, readable = [], [], [], []
-    for record in paths:
+    for record in progress(paths, verbose=verbose, desc="load_chapman", unit="header"):
         try:
-            parsed = _parse_comments(read_header_comments(record))
+            parsed = parse_comments(read_header_comments(record))
         except InvalidRecordError:
             parsed = None
         readable.append(parsed is not None)
@@ -356,8 +362,8 @@ def _load_wfdb_layout(
     attributes = pd.DataFrame(
         {
             "rhythm": [chosen_groups[i] for i in signal_set.kept],
-            "sex": [_parse_sex(c.get("Sex")) for c in parsed],
-            "age": [_parse_age(c.get("Age")) for c in parsed],
+            "sex": [parse_sex(c.get("Sex")) for c in parsed],
+            "age": [parse_age(c.get("Age")) for c in parsed],
         }
     )
     record_names = np.asarray([names[i] for i in kept])
@@ -413,6 +419,8 @@ def load_chapman(
     Attributes are read and unmapped records removed before any signal is
     decoded.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     path : str or path-like
@@ -449,7 +457,8 @@ def load_chapman(
         Folder for a ``.npy`` cache of the decoded signals (``data`` is then a
         read-only memory map).
     verbose : int, default=0
-        Print progress when > 0.
+        Show progress bars of the headers and records read (tqdm, on stderr)
+        when > 0.
     return_X_y : bool, default=False
         Return ``(data, attributes)`` instead of a Bunch.
 
@@ -483,8 +492,8 @@ def load_chapman(
     See Also
     --------
     fetch_chapman : Download the WFDB release and load it.
-    leads_as_instances, resample_signals, normalize_frames : The paper's
-        Chapman preprocessing.
+    sklearn_crocs.preprocessing.leads_as_instances : Each lead an instance, as
+        the paper does for Chapman (after resampling and min-max scaling).
 
     Examples
     --------
@@ -519,11 +528,11 @@ def load_chapman(
         raise ValueError(f"unmapped must be one of {_UNMAPPED}, got {unmapped!r}.")
     if csv_units not in _CSV_UNITS:
         raise ValueError(f"csv_units must be 'uV' or 'mV', got {csv_units!r}.")
-    on_error = _check_on_error(on_error)
-    leads = _check_leads(leads) or list(STANDARD_LEADS)
+    on_error = check_on_error(on_error)
+    leads = check_leads(leads) or list(STANDARD_LEADS)
     target_fs = check_fs(target_fs, "target_fs")
     acronyms, codes = _group_tables(rhythm_groups)
-    log = _ExclusionLog()
+    log = ExclusionLog()
     if layout == "original":
         signal_set, attributes, metadata, names = _load_original(
             path,
@@ -564,5 +573,116 @@ def load_chapman(
         lead_names=signal_set.lead_names,
         metadata=metadata,
         excluded=log.frame(),
-        DESCR=_load_descr("chapman.rst"),
+        DESCR=load_descr("chapman.rst"),
+    )
+
+
+def fetch_chapman(
+    data_home=None,
+    *,
+    download_if_missing=True,
+    records=None,
+    leads=None,
+    target_fs=None,
+    unmapped="drop",
+    rhythm_groups=None,
+    on_error="raise",
+    cache_dir=None,
+    n_retries=3,
+    delay=1.0,
+    n_jobs=1,
+    base_url=CHAPMAN_URL,
+    sha256sums_sha256=None,
+    verbose=0,
+    return_X_y=False,
+):
+    """Download Chapman-Shaoxing (WFDB form) from PhysioNet and load it.
+
+    Fetches the ``.hea``/``.mat`` files of PhysioNet's "A large scale 12-lead
+    electrocardiogram database for arrhythmia study" (ecg-arrhythmia 1.0.0,
+    Zheng et al.; 45,152 records that include the Chapman-Shaoxing records of
+    the paper) into ``<data_home>/ecg-arrhythmia-1.0.0``, verified against its
+    ``SHA256SUMS.txt``, with resumable downloads. The original figshare
+    release (``Diagnostics.xlsx`` + ``ECGData``) has no checksum list; download
+    it yourself and use :func:`load_chapman`.
+
+    Read more in the :ref:`User Guide <datasets>`.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        Download folder, see :func:`get_data_home`.
+    download_if_missing : bool, default=True
+        If False, raise an OSError instead of downloading missing files.
+    records : list of str, default=None
+        Only download and load these records (e.g. ``["JS00001"]``).
+    leads, target_fs, unmapped, rhythm_groups, on_error, cache_dir, return_X_y
+        As in :func:`load_chapman`.
+    n_retries : int, default=3
+        Further attempts per file after a failure.
+    delay : float, default=1.0
+        Seconds between attempts.
+    n_jobs : int, default=1
+        Files downloaded in parallel (threads).
+    base_url : str, default="https://physionet.org/files/ecg-arrhythmia/1.0.0/"
+        Where the PhysioNet file tree is served.
+    sha256sums_sha256 : str, default=None
+        SHA-256 (hex) of the release's ``SHA256SUMS.txt``; ``None``: trust on
+        first use, as in :func:`fetch_ptbxl`.
+    verbose : int, default=0
+        Show progress bars of the downloads and of the records read (tqdm,
+        on stderr) when > 0.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        As returned by :func:`load_chapman`.
+
+    Examples
+    --------
+    >>> from sklearn_crocs.datasets import fetch_chapman
+    >>> chapman = fetch_chapman(target_fs=250)  # doctest: +SKIP
+    """
+    base_url = check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256)
+    root = Path(get_data_home(data_home)) / CHAPMAN_FOLDER
+    options = {
+        "download_if_missing": download_if_missing,
+        "n_retries": n_retries,
+        "delay": delay,
+        "name": "Chapman-Shaoxing",
+    }
+    checksums = checksum_list(root, base_url, expected_sha256=sha256sums_sha256, **options)
+    wanted = None if records is None else {str(r) for r in records}
+    relpaths = [
+        p
+        for p in checksums
+        if p.endswith((".hea", ".mat")) and (wanted is None or Path(p).stem in wanted)
+    ]
+    if wanted is not None:
+        unknown = sorted(wanted - {Path(p).stem for p in relpaths})
+        if unknown:
+            raise ValueError(f"records {unknown[:10]} are not listed in {root / CHECKSUM_FILE}.")
+    if not relpaths:
+        raise OSError(f"{root / CHECKSUM_FILE} lists no .hea/.mat files.")
+    ensure_files(
+        root,
+        base_url,
+        relpaths,
+        checksums,
+        n_jobs=n_jobs,
+        verbose=verbose,
+        **options,
+    )
+    return load_chapman(
+        root,
+        layout="wfdb",
+        records=None if records is None else [str(r) for r in records],
+        leads=leads,
+        target_fs=target_fs,
+        unmapped=unmapped,
+        rhythm_groups=rhythm_groups,
+        on_error=on_error,
+        cache_dir=cache_dir,
+        verbose=verbose,
+        return_X_y=return_X_y,
     )

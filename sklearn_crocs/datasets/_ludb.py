@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
 
-from ._base import _data_file, _load_descr, _parse_age, _parse_comments, _parse_sex
-from ._preprocessing import AgeGroupEncoder, leads_as_instances, normalize_frames, resample_signals
+from ..preprocessing import AgeGroupEncoder, leads_as_instances, normalize_frames, resample_signals
+from ._base import data_file, load_descr, parse_age, parse_comments, parse_sex
 from ._split import patient_split
 
 LUDB_FILENAME = "ludb.npz"
@@ -55,7 +55,7 @@ def ludb_attributes_from_comments(comments, record_name="?"):
         If the header has no ``Rhythm:`` statement, an unknown rhythm, or an
         unreadable sex.
     """
-    parsed = _parse_comments(comments)
+    parsed = parse_comments(comments)
     statement = parsed.get("Rhythm")
     if statement is None:
         raise ValueError(
@@ -69,13 +69,13 @@ def ludb_attributes_from_comments(comments, record_name="?"):
             f"CROCS rhythm group; known statements are "
             f"{sorted(LUDB_RHYTHM_GROUPS)}."
         )
-    sex = _parse_sex(parsed.get("sex"))
+    sex = parse_sex(parsed.get("sex"))
     if not isinstance(sex, str):
         raise ValueError(f"LUDB record {record_name}: unreadable sex {parsed.get('sex')!r}.")
     return {
         "rhythm": LUDB_RHYTHM_GROUPS[key],
         "sex": sex,
-        "age": _parse_age(parsed.get("age")),
+        "age": parse_age(parsed.get("age")),
         "rhythm_statement": statement.strip().rstrip(".").strip(),
     }
 
@@ -107,6 +107,8 @@ def load_ludb(*, return_X_y=False):
     Units               mV
     Classes (rhythm)    AFIB 9, GSVT 3, SB 13, SR 77
     ==================  ==============================
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------
@@ -149,7 +151,7 @@ def load_ludb(*, return_X_y=False):
     >>> ludb.lead_names[:4]
     ['I', 'II', 'III', 'aVR']
     """
-    with _data_file(LUDB_FILENAME).open("rb") as fh, np.load(fh, allow_pickle=False) as archive:
+    with data_file(LUDB_FILENAME).open("rb") as fh, np.load(fh, allow_pickle=False) as archive:
         version = int(archive["format_version"])
         if version != LUDB_FORMAT_VERSION:
             raise RuntimeError(
@@ -182,7 +184,7 @@ def load_ludb(*, return_X_y=False):
         fs=fs,
         lead_names=lead_names,
         metadata=metadata,
-        DESCR=_load_descr("ludb.rst"),
+        DESCR=load_descr("ludb.rst"),
     )
 
 
@@ -193,10 +195,14 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
     record resampled to ``target_fs`` (2500 samples at 250 Hz), each of its 12
     leads a single-lead instance scaled to [0, 1], attributes rhythm group x
     sex x age group, with age groups (quartiles by default) learned on the
-    training patients only, and a patient-level train/test split. The main
+    training patients only, and a patient-level train/test split stratified by
+    rhythm group, so that both parts hold every rhythm group (LUDB has only
+    three GSVT patients and nine AFIB ones). The main
     job, the gallery and the benchmarks use it; hold out a validation part of
     the training patients with ``CROCSClusterer(validation_fraction=...)``
     and ``groups``.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------
@@ -207,7 +213,7 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
     n_age_groups : int, default=4
         Number of age groups (quantiles of the training patients' ages).
     random_state : int, RandomState instance or None, default=0
-        Seed of the patient split.
+        Seed of the patient split (:func:`patient_split` with ``stratify``).
 
     Returns
     -------
@@ -217,7 +223,8 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
         ``sex`` and ``age``; ``age`` is an ordered categorical of the group
         labels), ``groups_train`` and ``groups_test`` (patient ids),
         ``lead_train`` and ``lead_test`` (lead index of each instance),
-        ``age_encoder`` (the fitted :class:`AgeGroupEncoder`), ``fs`` and
+        ``age_encoder`` (the fitted
+        :class:`~sklearn_crocs.preprocessing.AgeGroupEncoder`), ``fs`` and
         ``lead_names``.
 
     Examples
@@ -228,13 +235,19 @@ def load_ludb_instances(*, target_fs=250, test_size=0.2, n_age_groups=4, random_
     ((972, 1, 2500), (252, 1, 2500))
     >>> list(data.y_train.columns)
     ['rhythm', 'sex', 'age']
+    >>> sorted(data.y_test["rhythm"].unique())
+    ['AFIB', 'GSVT', 'SB', 'SR']
     >>> set(data.groups_train) & set(data.groups_test)
     set()
     """
     ludb = load_ludb()
     signals = resample_signals(ludb.data, ludb.fs, target_fs)
     train, _, test = patient_split(
-        ludb.groups, val_size=0.0, test_size=test_size, random_state=random_state
+        ludb.groups,
+        stratify=ludb.attributes["rhythm"],
+        val_size=0.0,
+        test_size=test_size,
+        random_state=random_state,
     )
     ages = AgeGroupEncoder(n_groups=n_age_groups).fit(ludb.attributes[["age"]].iloc[train])
     attributes = pd.DataFrame(

@@ -1,4 +1,4 @@
-"""PTB-XL (Wagner et al., 2020) in its PhysioNet layout: ``load_ptbxl``.
+"""PTB-XL (Wagner et al., 2020) in its PhysioNet layout: ``load_ptbxl`` and ``fetch_ptbxl``.
 
 The folder holds ``ptbxl_database.csv`` (one row per ECG), ``scp_statements.csv``
 (the SCP-ECG statements and their diagnostic classes) and the WFDB records in
@@ -18,13 +18,18 @@ from sklearn.utils import Bunch
 
 from ._base import (
     STANDARD_LEADS,
+    ExclusionLog,
     InvalidRecordError,
-    _check_leads,
-    _check_on_error,
-    _ExclusionLog,
-    _load_descr,
+    check_leads,
+    check_on_error,
+    get_data_home,
+    load_descr,
 )
+from ._download import check_fetch_args, checksum_list, ensure_files
 from ._wfdb import read_wfdb_signals
+
+PTBXL_URL = "https://physionet.org/files/ptb-xl/1.0.3/"
+PTBXL_FOLDER = "ptb-xl-1.0.3"
 
 #: The diagnostic superclasses of PTB-XL (scp_statements.csv's diagnostic_class).
 PTBXL_SUPERCLASSES = ("CD", "HYP", "MI", "NORM", "STTC")
@@ -70,7 +75,7 @@ def _parse_scp_codes(value, where):
     return codes
 
 
-def read_ptbxl_tables(path):
+def _read_ptbxl_tables(path):
     """``ptbxl_database.csv`` with parsed codes and each record's superclasses.
 
     Returns the database (indexed by ``ecg_id``, ``scp_codes`` as dicts, and a
@@ -119,7 +124,7 @@ def _check_folds(folds):
     return folds
 
 
-def select_ptbxl_records(database, *, folds, ecg_ids, single_label, log):
+def _select_ptbxl_records(database, *, folds, ecg_ids, single_label, log):
     """The rows of ``database`` to load, logging the single-label exclusions."""
     selected = database
     if ecg_ids is not None:
@@ -156,7 +161,7 @@ def _check_sampling_rate(sampling_rate):
     return int(sampling_rate)
 
 
-def ptbxl_record_files(path, sampling_rate, selected):
+def _ptbxl_record_files(path, sampling_rate, selected):
     """Relative ``.hea``/``.dat`` paths of the selected records."""
     column = _FILENAME_COLUMN[_check_sampling_rate(sampling_rate)]
     files = []
@@ -205,6 +210,8 @@ def load_ptbxl(
     2020). As in the paper, only records with exactly one superclass are kept
     by default; the others are listed in ``excluded``.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     path : str or path-like
@@ -234,7 +241,7 @@ def load_ptbxl(
         and a second load with the same arguments reads neither the WFDB files
         nor the whole array into RAM.
     verbose : int, default=0
-        Print progress when > 0.
+        Show a progress bar of the records read (tqdm, on stderr) when > 0.
     return_X_y : bool, default=False
         Return ``(data, attributes)`` instead of a Bunch.
 
@@ -283,16 +290,16 @@ def load_ptbxl(
     """
     path = Path(os.path.expanduser(os.fspath(path)))
     sampling_rate = _check_sampling_rate(sampling_rate)
-    on_error = _check_on_error(on_error)
-    leads = _check_leads(leads) or list(STANDARD_LEADS)
+    on_error = check_on_error(on_error)
+    leads = check_leads(leads) or list(STANDARD_LEADS)
     if not isinstance(single_label, (bool, np.bool_)):
         raise TypeError(f"single_label must be True or False, got {single_label!r}.")
     if not isinstance(verbose, numbers.Integral):
         raise TypeError(f"verbose must be an int, got {verbose!r}.")
 
-    log = _ExclusionLog()
-    database = read_ptbxl_tables(path)
-    selected = select_ptbxl_records(
+    log = ExclusionLog()
+    database = _read_ptbxl_tables(path)
+    selected = _select_ptbxl_records(
         database, folds=folds, ecg_ids=ecg_ids, single_label=single_label, log=log
     )
     column = _FILENAME_COLUMN[sampling_rate]
@@ -327,5 +334,121 @@ def load_ptbxl(
         lead_names=signal_set.lead_names,
         metadata=kept,
         excluded=log.frame(),
-        DESCR=_load_descr("ptbxl.rst"),
+        DESCR=load_descr("ptbxl.rst"),
+    )
+
+
+def fetch_ptbxl(
+    data_home=None,
+    *,
+    download_if_missing=True,
+    sampling_rate=500,
+    folds=None,
+    ecg_ids=None,
+    leads=None,
+    single_label=True,
+    on_error="raise",
+    cache_dir=None,
+    n_retries=3,
+    delay=1.0,
+    n_jobs=1,
+    base_url=PTBXL_URL,
+    sha256sums_sha256=None,
+    verbose=0,
+    return_X_y=False,
+):
+    """Download PTB-XL 1.0.3 from PhysioNet (if needed) and load it.
+
+    Downloads ``SHA256SUMS.txt``, the two metadata tables and then only the
+    WFDB files of the records that the selection (``sampling_rate``,
+    ``folds``, ``ecg_ids``, ``single_label``) needs, into
+    ``<data_home>/ptb-xl-1.0.3``. Every file is verified against
+    ``SHA256SUMS.txt`` before it is used; an interrupted download resumes
+    where it stopped. Once everything is there it works offline. The result is
+    :func:`load_ptbxl` of the downloaded folder.
+
+    Read more in the :ref:`User Guide <datasets>`.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        Download folder, see :func:`get_data_home`.
+    download_if_missing : bool, default=True
+        If False, raise an OSError instead of downloading missing files.
+    sampling_rate, folds, ecg_ids, leads, single_label, on_error, cache_dir, \
+return_X_y
+        As in :func:`load_ptbxl`.
+    n_retries : int, default=3
+        Further attempts per file after a failure.
+    delay : float, default=1.0
+        Seconds between attempts.
+    n_jobs : int, default=1
+        Files downloaded in parallel (threads).
+    base_url : str, default="https://physionet.org/files/ptb-xl/1.0.3/"
+        Where the PhysioNet file tree is served (a mirror, or a local server).
+    sha256sums_sha256 : str, default=None
+        SHA-256 (hex) of the release's ``SHA256SUMS.txt``, e.g. from
+        PhysioNet's project page. ``None``: the hash recorded the first time
+        the list was used in ``data_home`` (trust on first use); a list that
+        differs from it is refused.
+    verbose : int, default=0
+        Show progress bars of the downloads and of the records read (tqdm,
+        on stderr) when > 0.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        As returned by :func:`load_ptbxl`.
+
+    Examples
+    --------
+    >>> from sklearn_crocs.datasets import fetch_ptbxl
+    >>> ptbxl = fetch_ptbxl(folds=[10])  # doctest: +SKIP
+    """
+    sampling_rate = _check_sampling_rate(sampling_rate)
+    base_url = check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256)
+    root = Path(get_data_home(data_home)) / PTBXL_FOLDER
+    options = {
+        "download_if_missing": download_if_missing,
+        "n_retries": n_retries,
+        "delay": delay,
+        "name": "PTB-XL",
+    }
+    checksums = checksum_list(root, base_url, expected_sha256=sha256sums_sha256, **options)
+    ensure_files(
+        root,
+        base_url,
+        ["ptbxl_database.csv", "scp_statements.csv"],
+        checksums,
+        n_jobs=1,
+        verbose=verbose,
+        **options,
+    )
+    selected = _select_ptbxl_records(
+        _read_ptbxl_tables(root),
+        folds=folds,
+        ecg_ids=ecg_ids,
+        single_label=single_label,
+        log=ExclusionLog(),
+    )
+    ensure_files(
+        root,
+        base_url,
+        _ptbxl_record_files(root, sampling_rate, selected),
+        checksums,
+        n_jobs=n_jobs,
+        verbose=verbose,
+        **options,
+    )
+    return load_ptbxl(
+        root,
+        sampling_rate=sampling_rate,
+        folds=folds,
+        ecg_ids=ecg_ids,
+        leads=leads,
+        single_label=single_label,
+        on_error=on_error,
+        cache_dir=cache_dir,
+        verbose=verbose,
+        return_X_y=return_X_y,
     )

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
 
-from ._base import STANDARD_LEADS, _data_file, _load_descr
-from ._preprocessing import AgeGroupEncoder, make_frames
+from ..preprocessing import AgeGroupEncoder, make_frames
+from ._base import STANDARD_LEADS, data_file, load_descr
 from ._split import patient_split
 
 SIGNALS_FILENAME = "ptbxl_sample.npz"
@@ -38,6 +38,8 @@ def load_ptbxl_sample(*, return_X_y=False):
     Classes             NORM 281, ABN 219
     Sex                 F 261, M 239
     ==================  ==============================
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------
@@ -84,10 +86,10 @@ def load_ptbxl_sample(*, return_X_y=False):
     >>> len(set(sample.groups))
     493
     """
-    with _data_file(SIGNALS_FILENAME).open("rb") as fh, np.load(fh, allow_pickle=False) as z:
+    with data_file(SIGNALS_FILENAME).open("rb") as fh, np.load(fh, allow_pickle=False) as z:
         data = z["X"].astype(np.float32)
         ecg_ids = z["ecg_id"].astype(np.int64)
-    with _data_file(RECORDS_FILENAME).open("rb") as fh:
+    with data_file(RECORDS_FILENAME).open("rb") as fh:
         records = pd.read_csv(fh)
     if not np.array_equal(records["ecg_id"].to_numpy(), ecg_ids):
         raise RuntimeError(
@@ -111,7 +113,7 @@ def load_ptbxl_sample(*, return_X_y=False):
         ecg_ids=ecg_ids,
         fs=FS,
         lead_names=list(STANDARD_LEADS),
-        DESCR=_load_descr("ptbxl_sample.rst"),
+        DESCR=load_descr("ptbxl_sample.rst"),
     )
 
 
@@ -125,6 +127,8 @@ def load_ptbxl_sample_frames(*, frame_length=500, test_size=0.4, n_age_groups=4,
     (quartiles by default) fitted on the training patients only (one age
     per patient). This is the data of the main job (``python -m
     sklearn_crocs``) and of the accuracy benchmark.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------
@@ -145,8 +149,9 @@ def load_ptbxl_sample_frames(*, frame_length=500, test_size=0.4, n_age_groups=4,
         frame_length)), ``y_train`` and ``y_test`` (DataFrames with columns
         ``class``, ``sex`` and ``age``; ``age`` is an ordered categorical of
         the group labels), ``groups_train`` and ``groups_test`` (patient
-        ids), ``age_encoder`` (the fitted :class:`AgeGroupEncoder`), ``fs``
-        and ``lead_names``.
+        ids), ``age_encoder`` (the fitted
+        :class:`~sklearn_crocs.preprocessing.AgeGroupEncoder`), ``fs`` and
+        ``lead_names``.
 
     Examples
     --------

@@ -22,15 +22,16 @@ from a stale cache.
 import hashlib
 import json
 import os
-import time
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ._base import InvalidRecordError, _atomic_path
-from ._preprocessing import resample_signals
+from .._utils import _atomic_path
+from ..preprocessing import resample_signals
+from ._base import InvalidRecordError, progress
 
 #: Bump when the meaning of cached arrays changes.
 CACHE_VERSION = 1
@@ -363,9 +364,10 @@ def collect_signals(
         Resample every record to this rate.
     signal_length : {"equal", "variable"} or int
     on_error : {"raise", "skip"}
-    log : _ExclusionLog
+    log : ExclusionLog
     cache : SignalCache or None
     verbose : int
+        Show a progress bar of the records read (on stderr) when > 0.
     caller : str
         Name used in progress messages.
 
@@ -387,7 +389,10 @@ def collect_signals(
                 log.add(record, reason, kind="skipped")
             log.warn_skipped(n)
             if verbose:
-                print(f"[{caller}] {len(signal_set.kept)} records from {cache.npy_path}")
+                print(
+                    f"{caller}: {len(signal_set.kept)} records from {cache.npy_path}",
+                    file=sys.stderr,
+                )
             return signal_set
 
     conform = _Conformer(leads, fs, target_fs, signal_length)
@@ -396,10 +401,8 @@ def collect_signals(
     else:
         sink = _MemorySink(n, variable=signal_length == "variable")
     kept, infos, skipped = [], [], []
-    start = time.perf_counter()
-    step = max(1, n // 10)
     try:
-        for i in range(n):
+        for i in progress(range(n), verbose=verbose, desc=caller):
             try:
                 raw = read(i)
                 signal = conform(raw)
@@ -412,8 +415,6 @@ def collect_signals(
             sink.put(signal)
             kept.append(i)
             infos.append(raw.info)
-            if verbose and ((i + 1) % step == 0 or i + 1 == n):
-                print(f"[{caller}] {i + 1}/{n} records read ({time.perf_counter() - start:.1f} s)")
         if not kept:
             reasons = "; ".join(reason for _, reason in skipped[:3])
             raise ValueError(

@@ -35,13 +35,13 @@ from wfdb.io._signal import _required_byte_num
 from wfdb.io.header import HeaderSyntaxError, parse_header_content, rx_signal
 
 from ._base import (
+    ExclusionLog,
     InvalidRecordError,
-    _check_leads,
-    _check_on_error,
-    _ExclusionLog,
-    _parse_comments,
-    _warn,
     canonical_lead_name,
+    check_leads,
+    check_on_error,
+    parse_comments,
+    warn,
 )
 from ._records import (
     RawRecord,
@@ -435,7 +435,7 @@ def read_wfdb_signals(
     ]
     if repaired:
         shown = ", ".join(repaired[:5]) + (" ..." if len(repaired) > 5 else "")
-        _warn(
+        warn(
             f"Repaired {len(repaired)} WFDB header(s) whose record line names "
             f"the record with a file extension (e.g. 'E00271.mat' instead of "
             f"'E00271', as in the Georgia/CinC challenge data): {shown}. The "
@@ -448,7 +448,7 @@ def read_wfdb_signals(
 def _attribute_extractor(attributes):
     """A ``comments -> dict`` function from the user's ``attributes``."""
     if attributes is None:
-        return _parse_comments
+        return parse_comments
     if callable(attributes):
         return attributes
     if isinstance(attributes, Mapping):
@@ -462,7 +462,7 @@ def _attribute_extractor(attributes):
                 )
 
         def extract(comments):
-            parsed = {key.lower(): value for key, value in _parse_comments(comments).items()}
+            parsed = {key.lower(): value for key, value in parse_comments(comments).items()}
             row = {}
             for column, source in spec.items():
                 if callable(source):
@@ -503,6 +503,8 @@ def load_wfdb(
     match, or whose files are missing, malformed or contain NaN, raises an
     :class:`InvalidRecordError` naming the file, or is skipped with one
     warning that counts the skipped records when ``on_error="skip"``.
+
+    Read more in the :ref:`User Guide <datasets>`.
 
     Parameters
     ----------
@@ -555,7 +557,7 @@ def load_wfdb(
         read-only memory map, and loading again with the same arguments and
         unchanged files reads neither the WFDB files nor all data into RAM.
     verbose : int, default=0
-        Print progress when > 0.
+        Show a progress bar of the records read (tqdm, on stderr) when > 0.
 
     Returns
     -------
@@ -606,8 +608,8 @@ def load_wfdb(
     0  61  Female
     1  47  Female
     """
-    on_error = _check_on_error(on_error)
-    leads = _check_leads(leads)
+    on_error = check_on_error(on_error)
+    leads = check_leads(leads)
     target_fs = check_fs(target_fs, "target_fs")
     signal_length = check_signal_length(signal_length)
     extract = _attribute_extractor(attributes)
@@ -616,7 +618,7 @@ def load_wfdb(
             f"groups must be None, a comment key (str) or a callable, got {type(groups).__name__}."
         )
     records, names = _resolve_records(path_or_records)
-    log = _ExclusionLog()
+    log = ExclusionLog()
     signal_set = read_wfdb_signals(
         records,
         names,
@@ -643,7 +645,7 @@ def load_wfdb(
     elif isinstance(groups, str):
         key = groups.strip().strip("<>").lower()
         group_ids = np.asarray(
-            [{k.lower(): v for k, v in _parse_comments(c).items()}.get(key) for c in comments]
+            [{k.lower(): v for k, v in parse_comments(c).items()}.get(key) for c in comments]
         )
     else:
         group_ids = np.asarray([groups(c) for c in comments])

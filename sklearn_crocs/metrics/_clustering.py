@@ -3,28 +3,16 @@
 import pandas as pd
 from sklearn.metrics import accuracy_score, adjusted_mutual_info_score
 
-from .._attributes import COMBINATION, paired_frames, select_attribute
+from .._attributes import COMBINATION, joint_codes, paired_frames, select_attribute
 
 __all__ = ["attribute_accuracy_score", "attribute_ami_score", "clustering_report"]
-
-
-def _joint_codes(labels_true, labels_pred):
-    """Integer codes for two label sequences over their joint set of values.
-
-    Combinations are tuples and attribute values may be of any hashable type,
-    which scikit-learn's label checks do not all accept; equal values get
-    equal codes on both sides.
-    """
-    n = len(labels_true)
-    codes, _ = pd.factorize(pd.Series([*labels_true, *labels_pred], dtype=object))
-    return codes[:n], codes[n:]
 
 
 def _per_attribute(metric, name, y_true, y_pred, attribute):
     true, pred = paired_frames(y_true, y_pred)
 
     def score(a):
-        return float(metric(*_joint_codes(select_attribute(true, a), select_attribute(pred, a))))
+        return float(metric(*joint_codes(select_attribute(true, a), select_attribute(pred, a))))
 
     if attribute != "all":
         return score(attribute)
@@ -36,6 +24,8 @@ def attribute_accuracy_score(y_true, y_pred, *, attribute="all"):
     """Accuracy of assigned attributes, per attribute or for the full combination.
 
     ``Acc = 1/N sum_i 1(assigned_i == true_i)`` (paper, Eq. 4).
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------
@@ -80,6 +70,8 @@ def attribute_ami_score(y_true, y_pred, *, attribute="all"):
     (and on the full combination), as in the paper's Eq. 4. AMI is 1 for a
     perfect assignment up to relabelling and about 0 for a random one.
 
+    Read more in the :ref:`User Guide <evaluation>`.
+
     Parameters
     ----------
     y_true : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
@@ -111,6 +103,8 @@ def attribute_ami_score(y_true, y_pred, *, attribute="all"):
 
 def clustering_report(y_true, predictions, *, percent=True, decimals=1):
     """Table of accuracy and AMI per attribute, one row per method (paper, Table 1).
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------

@@ -9,9 +9,8 @@ from sklearn.utils import Bunch
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
-from .._attributes import as_attribute_frame
-from .._clusterer import _nearest
-from .._retrieval import _crocs_step, _top_k
+from .._search import top_k
+from .._utils import _crocs_step, _nearest
 from ._clustering import clustering_report
 from ._retrieval import chance_precision_at_k, match_label, matchable_queries, retrieval_report
 
@@ -59,6 +58,8 @@ def evaluate_prototypes(
     model that learned nothing scores: the majority predictor (each
     attribute's most frequent value among the training ECGs) and random
     retrieval (:func:`chance_precision_at_k` of the learned prototypes).
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------
@@ -123,8 +124,7 @@ def evaluate_prototypes(
     """
     check_is_fitted(estimator)
     crocs = _crocs_step(estimator)
-    names = None if isinstance(y, pd.DataFrame) else crocs.attribute_names_
-    y_true = as_attribute_frame(y, names)
+    y_true = crocs.attribute_codec_.read(y)
     embeddings = np.asarray(estimator.transform(X), dtype=np.float32)
     check_consistent_length(embeddings, y_true)
     ks = sorted({int(v) for v in np.atleast_1d(k)})
@@ -144,7 +144,7 @@ def evaluate_prototypes(
             attributes[_nearest(embeddings, prototypes, counts)], columns=list(y_true.columns)
         )
         queries = pd.DataFrame(attributes, columns=crocs.attribute_names_)
-        neighbors[method] = (queries, _top_k(prototypes, embeddings, ks[-1])[1])
+        neighbors[method] = (queries, top_k(prototypes, embeddings, ks[-1])[1])
         scored[method] = {
             match_label(m, n_attributes): int(
                 matchable_queries(y_true, queries, min_matches=m).sum()

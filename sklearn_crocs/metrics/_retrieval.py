@@ -9,8 +9,7 @@ from scipy.stats import hypergeom
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from .._attributes import as_attribute_frame
-from ._clustering import _joint_codes
+from .._attributes import as_attribute_frame, joint_codes
 
 __all__ = ["chance_precision_at_k", "matchable_queries", "precision_at_k", "retrieval_report"]
 
@@ -44,7 +43,7 @@ def _attribute_codes(y_true, query_attributes):
     true_codes = np.empty(true.shape, dtype=np.intp)
     query_codes = np.empty(queries.shape, dtype=np.intp)
     for i, name in enumerate(true.columns):
-        true_codes[:, i], query_codes[:, i] = _joint_codes(true[name], queries[name])
+        true_codes[:, i], query_codes[:, i] = joint_codes(true[name], queries[name])
     return true_codes, query_codes
 
 
@@ -80,6 +79,8 @@ def matchable_queries(y_true, query_attributes, *, min_matches=None):
     least ``min_matches`` attribute values with it. Whatever is retrieved, a
     query that is not matchable gets 0 in the paper's Eq. 5; see
     ``no_match`` in :func:`precision_at_k`.
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------
@@ -130,6 +131,8 @@ def chance_precision_at_k(y_true, query_attributes, *, k, min_matches=None, no_m
     without replacement include none of them with the hypergeometric
     probability ``C(N - n, k) / C(N, k)``; the result averages ``1`` minus
     that over the queries as :func:`precision_at_k` does.
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------
@@ -235,6 +238,8 @@ def precision_at_k(y_true, indices, query_attributes, *, k=None, min_matches=Non
     with the query. ``min_matches=1, 2, ...`` give the paper's ">=1", ">=2"
     rows; ``min_matches`` equal to the number of attributes gives the exact
     match of Eq. 5 (the "=3" row for three attributes).
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------
@@ -355,6 +360,8 @@ def retrieval_report(
     decimals=1,
 ):
     """Table of P@K by K and number of matched attributes, one row per method (Table 2).
+
+    Read more in the :ref:`User Guide <evaluation>`.
 
     Parameters
     ----------

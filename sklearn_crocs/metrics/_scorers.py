@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from .._attributes import as_attribute_frame
-from .._retrieval import _crocs_step, _top_k
+from .._search import top_k
+from .._utils import _crocs_step
 from ._clustering import attribute_ami_score
 from ._retrieval import precision_at_k
 
@@ -54,10 +54,9 @@ class _PrecisionAtKScorer:
                 f"ECG(s): at least k={self.k} are needed. Use larger test folds or a smaller k."
             )
         prototypes, attributes = crocs.get_prototypes(self.query)
-        # Attributes are matched by name: y's DataFrame columns, or the fitted names.
-        y_true = as_attribute_frame(y, crocs.attribute_names_)
+        y_true = crocs.attribute_codec_.read(y)
         queries = pd.DataFrame(attributes, columns=crocs.attribute_names_)
-        _, indices = _top_k(prototypes, embeddings, self.k)
+        _, indices = top_k(prototypes, embeddings, self.k)
         return precision_at_k(
             y_true,
             indices,
@@ -85,6 +84,8 @@ def make_ami_scorer(*, attribute="combination"):
     prototype) and returns :func:`attribute_ami_score` against ``y``. Unlike
     ``make_scorer(adjusted_mutual_info_score)`` it accepts ``y`` of shape
     (n_samples, n_attributes) or a DataFrame.
+
+    Read more in the :ref:`User Guide <scorers>`.
 
     Parameters
     ----------
@@ -142,6 +143,8 @@ def make_precision_at_k_scorer(*, k=10, min_matches=None, query="learned", no_ma
     prototype as a query, retrieves its ``k`` nearest ECGs of ``X`` and
     returns :func:`precision_at_k` against ``y`` (the paper's retrieval
     setting, Eq. 5).
+
+    Read more in the :ref:`User Guide <scorers>`.
 
     Parameters
     ----------

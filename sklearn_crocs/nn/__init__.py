@@ -1,7 +1,8 @@
 """PyTorch building blocks of CROCS: the loss with its prototypes, encoders and the skorch net."""
 
+from ._augment import RandomWindow
 from ._encoders import CNNEncoder, ResNet1dEncoder
-from ._layers import ReLUMaxPoolDropout
+from ._fastpath import ReLUMaxPoolDropout
 from ._loss import CROCSLoss, attribute_weight_table
 from ._net import ArrayDataset, CROCSNet
 
@@ -10,6 +11,7 @@ __all__ = [
     "CNNEncoder",
     "CROCSLoss",
     "CROCSNet",
+    "RandomWindow",
     "ReLUMaxPoolDropout",
     "ResNet1dEncoder",
     "attribute_weight_table",

@@ -20,6 +20,11 @@ def _as_combinations(combinations):
     return combinations
 
 
+def _consistent(partial, combinations):
+    """``mask[r, j]``: combination ``j`` has every known (not ``-1``) value of ``partial[r]``."""
+    return ((partial[:, None, :] == combinations[None]) | (partial[:, None, :] < 0)).all(-1)
+
+
 def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
     """Soft-assignment weights ``w[i, j]`` between attribute combinations.
 
@@ -31,6 +36,8 @@ def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
 
     The weights depend only on the two combinations, so the whole table is
     computed once per fit rather than per mini-batch.
+
+    Read more in the :ref:`User Guide <method>`.
 
     Parameters
     ----------
@@ -71,6 +78,20 @@ def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
     return weights / weights.sum(axis=1, keepdims=True)
 
 
+def _check_partial(partial, combinations, class_attribute):
+    partial = np.asarray(partial)
+    if partial.ndim != 2 or partial.shape[1] != combinations.shape[1]:
+        raise ValueError(
+            f"partial_combinations must have shape (n_partial, {combinations.shape[1]}); "
+            f"got shape {partial.shape}."
+        )
+    if (partial[:, class_attribute] < 0).any():
+        raise ValueError("partial_combinations must know the class attribute in every row.")
+    if not _consistent(partial, combinations).any(axis=1).all():
+        raise ValueError("partial_combinations has rows that no combination agrees with.")
+    return partial
+
+
 class CROCSLoss(nn.Module):
     """CROCS contrastive loss that owns the clinical prototypes.
 
@@ -94,6 +115,17 @@ class CROCSLoss(nn.Module):
     over the ordered pairs ``j != k`` (the paper's text calls the term a
     mean-squared error; Eq. 3 writes the sum). Log-softmax is evaluated
     stably in the dtype of the inputs (float32 or float64).
+
+    An ECG whose attributes are only partly known (``partial_combinations``)
+    is assigned to the set ``C_i`` of prototypes consistent with its known
+    attributes: the hard loss is ``-log sum_{j in C_i} softmax_j s(v_i, p_j)``
+    and the soft weights are the mean of the weight rows of the combinations
+    in ``C_i`` (Eq. 2 with the unknown attributes summed out; as all
+    combinations have a prototype, this is Eq. 2 with ``q`` counting the
+    known attributes only). The regulariser depends on the prototypes alone,
+    so missing attributes do not change it.
+
+    Read more in the :ref:`User Guide <method>`.
 
     Parameters
     ----------
@@ -125,13 +157,23 @@ class CROCSLoss(nn.Module):
         relative to the prototypes' size). A floating-point
         ``prototype_init`` also sets the dtype of the parameter and buffers
         (e.g. float64 for gradient checks); otherwise torch's default dtype.
+    partial_combinations : array-like of shape (n_partial, n_attributes), default=None
+        Attribute combinations with missing values, coded ``-1`` (the codes
+        of ``combinations`` must then be non-negative integers). Target
+        ``n_prototypes + r`` stands for an ECG with the known attributes of
+        row ``r``. The class attribute must be known in every row.
 
     Attributes
     ----------
     prototypes : torch.nn.Parameter of shape (n_prototypes, embedding_dim)
         The learnable clinical prototypes (used after L2 normalisation).
-    weights : torch.Tensor of shape (n_prototypes, n_prototypes)
-        Buffer with the soft-assignment table (identity for ``loss="hard"``).
+    weights : torch.Tensor of shape (n_prototypes + n_partial, n_prototypes)
+        Buffer with the soft-assignment table (identity for ``loss="hard"``),
+        one row per target; the rows of ``partial_combinations`` follow those
+        of ``combinations``.
+    consistent : torch.Tensor of shape (n_prototypes + n_partial, n_prototypes) or None
+        Boolean buffer of the prototypes consistent with each target, for
+        the hard loss with ``partial_combinations``; None otherwise.
     hamming : torch.Tensor of shape (n_prototypes, n_prototypes)
         Buffer with ``beta`` times the Hamming distances between combinations.
     same_class : torch.Tensor of shape (n_prototypes, n_prototypes)
@@ -152,6 +194,15 @@ class CROCSLoss(nn.Module):
     >>> nce, reg = criterion.loss_parts(embeddings, targets)
     >>> torch.allclose(nce + reg, loss)
     True
+
+    Target 4 is an ECG of class 1 whose second attribute is unknown: its
+    weight is spread evenly over the two prototypes of class 1.
+
+    >>> partial = CROCSLoss(combos, embedding_dim=8, partial_combinations=[[1, -1]])
+    >>> partial.weights[4].tolist()
+    [0.0, 0.0, 0.5, 0.5]
+    >>> bool(partial(embeddings[:2], torch.tensor([4, 0])) > 0)
+    True
     """
 
     def __init__(
@@ -166,6 +217,7 @@ class CROCSLoss(nn.Module):
         loss="soft",
         reg_reduction="sum",
         prototype_init=None,
+        partial_combinations=None,
     ):
         super().__init__()
         combinations = _as_combinations(combinations)
@@ -202,12 +254,25 @@ class CROCSLoss(nn.Module):
             weights = attribute_weight_table(
                 combinations, class_attribute=class_attribute, tau_w=tau_w
             )
+        consistent = None
+        if partial_combinations is not None:
+            partial = _check_partial(partial_combinations, combinations, class_attribute)
+            consistent = _consistent(partial, combinations)
+            # Summing out the unknown attributes: mean of the consistent rows.
+            weights = np.vstack(
+                [weights, consistent @ weights / consistent.sum(axis=1, keepdims=True)]
+            )
+            consistent = np.vstack([np.eye(n_prototypes, dtype=bool), consistent])
         mismatches = (combinations[:, None, :] != combinations[None, :, :]).sum(-1)
         same_class = (
             combinations[:, None, class_attribute] == combinations[None, :, class_attribute]
         )
         dtype = init.dtype
         self.register_buffer("weights", torch.as_tensor(weights, dtype=dtype))
+        self.register_buffer(
+            "consistent",
+            torch.as_tensor(consistent) if consistent is not None and loss == "hard" else None,
+        )
         self.register_buffer("hamming", torch.as_tensor(self.beta * mismatches, dtype=dtype))
         self.register_buffer("same_class", torch.as_tensor(same_class))
         # Pairs j < k of the same class: the regulariser sums over ordered pairs,
@@ -241,7 +306,12 @@ class CROCSLoss(nn.Module):
     def loss_parts(self, embeddings, target):
         """Return ``(nce, reg)``, the two terms of the total loss."""
         logits = self.logits(embeddings)
-        if self.loss == "hard":
+        if self.loss == "hard" and self.consistent is not None:
+            # -log of the probability summed over the consistent prototypes; for
+            # a fully known ECG, the one term is its own prototype's.
+            log_p = F.log_softmax(logits, dim=1).masked_fill(~self.consistent[target], -math.inf)
+            nce = -torch.logsumexp(log_p, dim=1).mean()
+        elif self.loss == "hard":
             nce = F.cross_entropy(logits, target)
         else:
             nce = F.cross_entropy(logits, self.weights[target].to(logits.dtype))
@@ -255,7 +325,8 @@ class CROCSLoss(nn.Module):
         embeddings : torch.Tensor of shape (batch_size, embedding_dim)
             Encoder outputs (normalised inside).
         target : torch.Tensor of shape (batch_size,), dtype long
-            Row of ``combinations`` that holds each ECG's attributes.
+            Row of ``combinations`` that holds each ECG's attributes, or
+            ``n_prototypes + r`` for row ``r`` of ``partial_combinations``.
 
         Returns
         -------

@@ -7,7 +7,6 @@ permutation each epoch) instead of going through a per-sample
 copied to the device in a background thread while the step before it runs.
 """
 
-import contextlib
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
@@ -20,13 +19,17 @@ from skorch.callbacks import Callback
 from skorch.utils import to_device
 from torch.utils.data import Dataset
 
-from ._heap import retained_heap
-
 __all__ = ["ArrayDataset", "CROCSNet"]
 
 # Inference batches are sized so that their largest intermediate tensor stays
-# within this many bytes (with predict_batch_size="auto", on CPU).
-_ACTIVATION_BYTES = 16 * 2**20
+# within this many bytes (with predict_batch_size="auto", on CPU). With 16 MiB,
+# glibc's allocator returned and re-mapped the buffers between batches in some
+# processes (70,000 page faults per 10,240 frames of the paper's CNN, 2-4x
+# slower); 8 MiB kept them mapped.
+_ACTIVATION_BYTES = 8 * 2**20
+# ... and hold at most this many samples (fewer Python steps per frame than
+# the training batch, for small models, without unbounded batches).
+_MAX_INFERENCE_BATCH = 1024
 
 
 def _activation_bytes(module):
@@ -42,31 +45,23 @@ def _activation_bytes(module):
 
 
 def _auto_batch_size(module, batch_size, device="cpu"):
-    """Inference batch size: at most ``batch_size``, fewer on CPU for large activations.
+    """Inference batch size: on CPU, as many samples as keep activations in the caches.
 
-    Fewer where ``module``'s largest tensor per batch (see
-    :func:`_activation_bytes`) would exceed ``_ACTIVATION_BYTES``.
+    At most ``_MAX_INFERENCE_BATCH`` samples, and fewer where ``module``'s
+    largest tensor per batch (see :func:`_activation_bytes`) would exceed
+    ``_ACTIVATION_BYTES``; ``batch_size`` on other devices, or for modules
+    that do not say their activation size.
     """
     per_sample = _activation_bytes(module)
     if per_sample is None or torch.device(device).type != "cpu":
         return batch_size
-    return max(1, min(batch_size, _ACTIVATION_BYTES // per_sample))
-
-
-def _heap_retention_helps(device="cpu"):
-    """Whether training on ``device`` has glibc keep freed memory (``retain_heap="auto"``).
-
-    On CPU: the steps of the package's encoders free and allocate the same
-    tensors, and glibc hands freed memory back to the kernel (blocks over
-    its mmap threshold; the heap's top beyond its trim threshold), which
-    zero-fills each page again on first touch; see
-    :func:`~sklearn_crocs.nn._heap.retained_heap`.
-    """
-    return torch.device(device).type == "cpu"
+    return max(1, min(_MAX_INFERENCE_BATCH, _ACTIVATION_BYTES // per_sample))
 
 
 class ArrayDataset(Dataset):
     """Signals and prototype indices held as whole tensors.
+
+    Read more in the :ref:`User Guide <method>`.
 
     Parameters
     ----------
@@ -157,7 +152,9 @@ class _BatchIterator:
 
     With ``shuffle=True`` each pass draws a new permutation from
     ``np.random.default_rng([seed, pass_index])`` and gathers the batches with
-    one ``index_select`` each. A trailing batch of a single sample is merged
+    one ``index_select`` each; ``pass_index`` counts up from its initial value
+    with every pass (skorch builds the training iterator once per fit and
+    iterates over it once per epoch). A trailing batch of a single sample is merged
     into the previous one during training, because batch normalisation cannot
     train on one sample; no sample is dropped.
 
@@ -165,7 +162,7 @@ class _BatchIterator:
     gathered, pinned and copied there in a background thread while the caller
     works on the one before (see :func:`_prefetch`). A training step ends
     with skorch reading its loss, which waits for the device; gathering the
-    next batch only then (3 ms for 256 12-lead 2500-sample frames) and
+    next batch only then and
     copying it from pageable memory would leave the GPU idle meanwhile.
     """
 
@@ -200,6 +197,7 @@ class _BatchIterator:
         order = None
         if self.shuffle:
             rng = np.random.default_rng([self.seed, self.pass_index])
+            self.pass_index += 1
             order = torch.from_numpy(rng.permutation(len(X)))
         check = getattr(self.dataset, "check_finite", False)
         for start, stop in self._bounds():
@@ -217,16 +215,15 @@ def _check_finite(X):
     """Raise scikit-learn's ``ValueError`` if the tensor ``X`` holds NaN or infinity.
 
     The sum of finite values is finite unless it overflows, so one torch sum
-    clears almost every batch (for 256 single-lead 2500-sample frames in the
-    CPU caches, 30 us where :func:`sklearn.utils.assert_all_finite` takes
-    120 us; 80-100 us when the batch is first read from memory); only when the
-    sum is not finite does scikit-learn's check decide, with its own message.
+    clears almost every batch, several times faster than
+    :func:`sklearn.utils.assert_all_finite`; only when the sum is not finite
+    does scikit-learn's check decide, with its own message.
     """
     if X.is_floating_point() and not torch.isfinite(X.sum()):
         assert_all_finite(X.numpy(force=True), input_name="X")
 
 
-class _KeepBestState(Callback):
+class KeepBestState(Callback):
     """Restore the encoder *and* the prototypes of the epoch with the best monitored score.
 
     skorch's ``EarlyStopping(load_best=True)`` restores only ``module_``; the
@@ -280,47 +277,31 @@ class CROCSNet(NeuralNet):
       set to evaluation mode once per call rather than before every batch;
     - modules already in the requested training or evaluation mode are left
       as they are (skorch sets the mode before every batch, and
-      ``Module.train`` walks every submodule);
-    - on Linux with glibc, :meth:`fit_loop` can keep freed memory mapped
-      while it trains (``retain_heap``; on CPU by default), so that every
-      step reuses the pages of the last instead of faulting in fresh zeroed
-      ones, and returns the free memory to the system at the end.
+      ``Module.train`` walks every submodule).
+
+    Read more in the :ref:`User Guide <method>`.
 
     Parameters
     ----------
     *args, **kwargs
         Passed to :class:`skorch.NeuralNet`.
     shuffle_seed : int, default=0
-        Seed of the per-epoch permutations.
+        Seed of the per-epoch permutations and of ``augment``'s draws.
+    augment : callable or None, default=None
+        ``augment(X, generator)`` returns a perturbed copy of a training
+        batch ``X`` (for example :class:`~sklearn_crocs.nn.RandomWindow`),
+        drawing its random numbers from ``generator`` (a
+        :class:`torch.Generator` seeded from ``shuffle_seed`` when training
+        starts). Validation and inference batches are left as they are.
     predict_batch_size : int, "auto" or None, default=None
         Batch size for inference and validation. ``None`` means
-        ``batch_size``; ``"auto"`` means at most ``batch_size``, and on CPU
-        fewer where a batch's largest intermediate tensor would exceed
-        16 MiB, read from the module's ``max_activation_size`` attribute
-        (elements per sample; the package's encoders have one, other modules
-        get ``batch_size``). Tensors that stay in the CPU caches make
-        inference faster: on 2 CPU cores the ResNet encoder embeds 12-lead
-        2500-sample frames about 1.5x faster in batches of 52 (its largest
-        activation, 17 MB) than of 256 (82 MB). Evaluation-mode outputs do
+        ``batch_size``; ``"auto"`` means, on CPU, as many samples (at most
+        1024) as keep a batch's largest intermediate tensor within 8 MiB,
+        read from the module's ``max_activation_size`` attribute (elements
+        per sample; the package's encoders have one), and ``batch_size`` on
+        other devices or for modules without the attribute. Tensors that stay in the CPU caches make
+        inference faster (:ref:`performance`). Evaluation-mode outputs do
         not depend on the batch size, up to float rounding.
-    retain_heap : bool or "auto", default="auto"
-        Whether :meth:`fit_loop` has the C library keep freed memory mapped
-        while training runs (Linux with glibc; elsewhere nothing changes).
-        glibc hands freed memory back to the kernel (every block over 32
-        MiB, and the heap's free top beyond a threshold twice the largest
-        block freed so far), which zero-fills each page again when the next
-        step touches it. On 2 CPU cores a step of the ResNet encoder on 256
-        12-lead 2500-sample frames (tensors of 41 to 82 MB) took 800,000
-        page faults and 1.5 s of kernel time of its 2.8 s, and trains about
-        1.4-1.5x faster with the heap kept, at the cost of a third to a half
-        more peak memory (the free space between blocks stays mapped); a
-        step of the paper's CNN on 256 single-lead frames (tensors under 4
-        MB) took 700-2,400 page faults and 1.5-6 ms of kernel time, about
-        130 with the heap kept, for the same peak memory. ``"auto"`` keeps
-        it on CPU. The setting is process-wide while training runs;
-        afterwards the free memory is returned to the system and glibc's
-        limits are reset (the user guide's :ref:`performance` page says to
-        what).
 
     Examples
     --------
@@ -341,12 +322,17 @@ class CROCSNet(NeuralNet):
     """
 
     def __init__(
-        self, *args, shuffle_seed=0, predict_batch_size=None, retain_heap="auto", **kwargs
+        self,
+        *args,
+        shuffle_seed=0,
+        augment=None,
+        predict_batch_size=None,
+        **kwargs,
     ):
         super().__init__(*args, **kwargs)
         self.shuffle_seed = shuffle_seed
+        self.augment = augment
         self.predict_batch_size = predict_batch_size
-        self.retain_heap = retain_heap
 
     def get_iterator(self, dataset, training=False):
         if not isinstance(dataset, ArrayDataset):
@@ -363,14 +349,13 @@ class CROCSNet(NeuralNet):
         return _BatchIterator(dataset, self._inference_batch_size(), device=self.device)
 
     def fit_loop(self, X, y=None, epochs=None, **fit_params):
-        """skorch's fit loop; freed memory stays mapped between steps if ``retain_heap``."""
-        retain = self.retain_heap
-        if not (isinstance(retain, bool) or retain == "auto"):
-            raise ValueError(f"retain_heap must be True, False or 'auto'; got {retain!r}.")
-        if retain == "auto":
-            retain = _heap_retention_helps(self.device)
-        with retained_heap() if retain else contextlib.nullcontext():
+        """skorch's fit loop, with a generator for ``augment`` seeded from ``shuffle_seed``."""
+        # Lives as long as the loop: a generator cannot be pickled with the net.
+        self._augment_generator = torch.Generator().manual_seed(self.shuffle_seed)
+        try:
             return super().fit_loop(X, y, epochs, **fit_params)
+        finally:
+            del self._augment_generator
 
     def _inference_batch_size(self):
         """Resolve ``predict_batch_size`` (see the class description)."""
@@ -396,6 +381,9 @@ class CROCSNet(NeuralNet):
             self.history.record_batch(f"{prefix}_reg", reg)
 
     def train_step(self, batch, **fit_params):
+        if self.augment is not None:
+            Xi, yi = batch
+            batch = (self.augment(Xi, self._augment_generator), yi)
         step = super().train_step(batch, **fit_params)
         self._record_loss_parts()
         return step

@@ -4,7 +4,13 @@ import numpy as np
 from scipy.cluster.hierarchy import dendrogram, linkage
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import attribute_index, check_matplotlib, class_colors, format_combination
+from ._base import (
+    FIGURE_WIDTH,
+    attribute_index,
+    check_matplotlib,
+    class_colors,
+    format_combination,
+)
 
 __all__ = ["PrototypeDendrogramDisplay"]
 
@@ -20,6 +26,8 @@ class PrototypeDendrogramDisplay:
     top). Rows are labelled with their attribute combination, coloured by
     class, so one can see whether prototypes group by class first and by the
     other attributes within a class. Build it with :meth:`from_estimator`.
+
+    Read more in the :ref:`User Guide <visualisation_dendrogram>`.
 
     Parameters
     ----------
@@ -199,7 +207,7 @@ class PrototypeDendrogramDisplay:
         n_prototypes, n_features = prototypes.shape
         n_rows_inches = max(3.0, 0.22 * n_prototypes)
         if ax is None:
-            figure, ax = plt.subplots(figsize=(10, n_rows_inches + 2.0))
+            figure, ax = plt.subplots(figsize=(FIGURE_WIDTH, n_rows_inches + 2.0))
             # Room on the right for the row labels, which sit outside the axes.
             figure.subplots_adjust(left=0.03, right=0.78, top=0.9, bottom=0.08)
         divider = make_axes_locatable(ax)

@@ -6,7 +6,14 @@ from sklearn.decomposition import PCA
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from .._attributes import as_attribute_frame
-from ._base import attribute_index, check_matplotlib, class_colors, ordered_values
+from ._base import (
+    FIGURE_WIDTH,
+    attribute_index,
+    check_matplotlib,
+    class_colors,
+    format_attribute,
+    ordered_values,
+)
 
 __all__ = ["PrototypeDisplay"]
 
@@ -41,6 +48,8 @@ class PrototypeDisplay:
     and marker size a third (age group), as in the paper's Figures 3 and 4.
     Prototypes are drawn large with a black edge; embeddings small and
     translucent. Build it with :meth:`from_estimator` rather than directly.
+
+    Read more in the :ref:`User Guide <visualisation_prototype_map>`.
 
     Parameters
     ----------
@@ -219,7 +228,7 @@ class PrototypeDisplay:
         """
         plt = check_matplotlib("PrototypeDisplay")
         if ax is None:
-            _, ax = plt.subplots(figsize=(7.5, 5.5), layout="constrained")
+            _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 5.0), layout="constrained")
         n_attributes = len(self.attribute_names)
         color_i = self._index(class_attribute)
         others = [i for i in range(n_attributes) if i != color_i]
@@ -308,7 +317,7 @@ class PrototypeDisplay:
                     color="0.3",
                     marker=markers[m],
                     linestyle="",
-                    label=f"{self.attribute_names[marker_i]}={m}",
+                    label=format_attribute(self.attribute_names[marker_i], m),
                 )
                 for m in markers
             ]
@@ -321,7 +330,7 @@ class PrototypeDisplay:
                     marker="o",
                     linestyle="",
                     markersize=4 + 2 * scale[s],
-                    label=f"{self.attribute_names[size_i]}={s}",
+                    label=format_attribute(self.attribute_names[size_i], s),
                 )
                 for s in size_levels
             ]

@@ -8,10 +8,13 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from .._attributes import as_attribute_frame
+from .._utils import _crocs_step
 from ._base import (
+    FIGURE_WIDTH,
     attribute_index,
     check_matplotlib,
     class_colors,
+    format_attribute,
     format_combination,
     ordered_values,
 )
@@ -63,6 +66,8 @@ class RetrievalDisplay:
     the ``n_neighbors`` nearest ECGs drawn as traces, with a green border
     where the ECG's class matches the query's and a red one where it does not.
     Build it with :meth:`from_estimator` rather than directly.
+
+    Read more in the :ref:`User Guide <visualisation_retrieval>`.
 
     Parameters
     ----------
@@ -226,7 +231,7 @@ class RetrievalDisplay:
         display : RetrievalDisplay
             Object that stores the matplotlib artists.
         """
-        from .._retrieval import PrototypeRetriever, _crocs_step
+        from .._retrieval import PrototypeRetriever
 
         if isinstance(estimator, PrototypeRetriever):
             retriever = estimator
@@ -314,7 +319,7 @@ class RetrievalDisplay:
         n_rows = math.ceil(n_neighbors / n_cols)
         height_ratios = [2.0] + [1.0] * n_rows
         if ax is None:
-            figure = plt.figure(figsize=(3.4 * n_cols, 3.0 + 1.6 * n_rows), layout="constrained")
+            figure = plt.figure(figsize=(FIGURE_WIDTH, 3.2 + 1.5 * n_rows), layout="constrained")
             grid = figure.add_gridspec(1 + n_rows, n_cols, height_ratios=height_ratios)
         else:
             spec = ax.get_subplotspec()
@@ -370,10 +375,8 @@ class RetrievalDisplay:
         )
         hist_ax.set_xlabel("Euclidean distance to the query (unit-norm embeddings)")
         hist_ax.set_ylabel("density" if density else "number of ECGs")
-        title = (
-            f"Query {{{format_combination(query)}}} ({', '.join(self.attribute_names)}): "
-            f"distances to {len(distances)} ECGs"
-        )
+        described = ", ".join(map(format_attribute, self.attribute_names, query))
+        title = f"Query {described}: distances to {len(distances)} ECGs"
         if self.labels is not None:
             matches = np.asarray(self.labels, dtype=object)[neighbors, class_i] == query_class
             title += (

@@ -3,7 +3,7 @@
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import check_matplotlib
+from ._base import FIGURE_WIDTH, check_matplotlib
 
 __all__ = ["TrainingCurveDisplay"]
 
@@ -23,6 +23,8 @@ class TrainingCurveDisplay:
     encoder and prototypes were kept (the best validation NCE under early
     stopping) is marked by a dotted vertical line. Build it with
     :meth:`from_estimator` rather than directly.
+
+    Read more in the :ref:`User Guide <visualisation_training_curves>`.
 
     Parameters
     ----------
@@ -59,7 +61,8 @@ class TrainingCurveDisplay:
     >>> from sklearn_crocs.plotting import TrainingCurveDisplay
     >>> rng = np.random.RandomState(0)
     >>> X, y, groups = rng.randn(60, 400), rng.choice(["SR", "SB"], 60), np.arange(60) // 2
-    >>> model = CROCSClusterer(embedding_dim=8, max_epochs=4, random_state=0)
+    >>> model = CROCSClusterer(embedding_dim=8, max_epochs=4, validation_fraction=0.2,
+    ...                        random_state=0)
     >>> model = model.fit(X, y, groups=groups)
     >>> display = TrainingCurveDisplay.from_estimator(model)
     >>> len(display.axes_), len(display.lines_)
@@ -85,7 +88,7 @@ class TrainingCurveDisplay:
         parts : sequence of {"loss", "nce", "reg"}, default=("loss", "nce", "reg")
             Loss parts to draw, one panel each.
         ax : sequence of matplotlib Axes, default=None
-            One axes per part; a new figure with one row of panels by default.
+            One axes per part; by default a new figure, one panel per part, stacked.
         yscale : {"linear", "log"}, default="linear"
             Scale of the y axes (the regulariser often falls by orders of
             magnitude).
@@ -120,7 +123,7 @@ class TrainingCurveDisplay:
         Parameters
         ----------
         ax : sequence of matplotlib Axes, default=None
-            One axes per part; a new figure with one row of panels by default.
+            One axes per part; by default a new figure, one panel per part, stacked.
         parts : sequence of {"loss", "nce", "reg"}, default=("loss", "nce", "reg")
             Loss parts to draw, one panel each.
         yscale : {"linear", "log"}, default="linear"
@@ -137,8 +140,14 @@ class TrainingCurveDisplay:
         if unknown or not parts:
             raise ValueError(f"parts must be a non-empty subset of {list(_PARTS)}; got {parts!r}.")
         if ax is None:
+            # Stacked, sharing the epoch axis, so that the figure fits a text column.
             _, ax = plt.subplots(
-                1, len(parts), figsize=(4.2 * len(parts), 3.4), squeeze=False, layout="constrained"
+                len(parts),
+                1,
+                figsize=(FIGURE_WIDTH, 0.6 + 2.2 * len(parts)),
+                sharex=True,
+                squeeze=False,
+                layout="constrained",
             )
         axes = np.ravel(np.asarray(ax, dtype=object))
         if len(axes) != len(parts):

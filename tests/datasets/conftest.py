@@ -15,8 +15,12 @@ The PTB-XL and Chapman-Shaoxing directory trees are made of real records:
   column layout; rhythm acronyms, age and sex come from the records' headers.
 """
 
+import hashlib
 import shutil
+import threading
+import urllib.parse
 import warnings
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -286,3 +290,106 @@ def call_with_warnings(func, *args, **kwargs):
 def ptbxl_sample_dir():
     """The published files of the bundled PTB-XL sample (signals.npz, records.csv)."""
     return _shared_subdir("ptbxl-sample")
+
+
+# ------------------------------------------- a local PhysioNet for the fetchers
+def sha256_of(path):
+    """Hex SHA-256 of a file."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_checksums(root):
+    """A PhysioNet-style ``SHA256SUMS.txt`` of every file under ``root``."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    lines = [f"{sha256_of(p)} {p.relative_to(root).as_posix()}" for p in files]
+    (root / "SHA256SUMS.txt").write_text("\n".join(lines) + "\n")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep the test output quiet
+        pass
+
+    def do_GET(self):
+        server = self.server
+        relpath = urllib.parse.unquote(urllib.parse.urlparse(self.path).path)
+        relpath = relpath.lstrip("/")
+        range_header = self.headers.get("Range")
+        server.requests.append((relpath, range_header))
+        path = server.root / relpath
+        if not path.is_file():
+            self.send_error(404)
+            return
+        data = path.read_bytes()
+        mode = server.modes.get(relpath)
+        if mode == "corrupt":
+            data = data[:-1] + bytes([data[-1] ^ 0xFF])
+        start = 0
+        if range_header and server.honour_range:
+            start = int(range_header.split("=")[1].split("-")[0])
+            if start >= len(data):
+                self.send_error(416)
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        else:
+            self.send_response(200)
+        body = data[start:]
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        cut = mode == "truncate_always" or (
+            mode == "truncate_once" and relpath not in server.truncated
+        )
+        if cut:
+            server.truncated.add(relpath)
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+
+class LocalPhysioNet:
+    """A PhysioNet-like file server on 127.0.0.1 that can truncate, corrupt or ignore Range."""
+
+    def __init__(self, root):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.root = Path(root)
+        self.httpd.requests = []
+        self.httpd.modes = {}
+        self.httpd.truncated = set()
+        self.httpd.honour_range = True
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+        host, port = self.httpd.server_address
+        self.url = f"http://{host}:{port}/"
+
+    @property
+    def requests(self):
+        return self.httpd.requests
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def ptbxl_server(tmp_path, ptbxl_dir):
+    root = tmp_path / "physionet-ptbxl"
+    shutil.copytree(ptbxl_dir, root)
+    write_checksums(root)
+    server = LocalPhysioNet(root)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def chapman_server(tmp_path, chapman_wfdb_dir):
+    root = tmp_path / "physionet-chapman"
+    shutil.copytree(chapman_wfdb_dir, root)
+    write_checksums(root)
+    server = LocalPhysioNet(root)
+    yield server
+    server.close()

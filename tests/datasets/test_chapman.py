@@ -1,4 +1,4 @@
-"""load_chapman on real Chapman-Shaoxing records, in both of its layouts."""
+"""load_chapman on real Chapman-Shaoxing records, in both of its layouts, and fetch_chapman."""
 
 import builtins
 import re
@@ -10,12 +10,12 @@ import scipy.io
 
 from sklearn_crocs.datasets import (
     InvalidRecordError,
-    leads_as_instances,
+    fetch_chapman,
     load_chapman,
-    make_frames,
-    normalize_frames,
     patient_split,
 )
+from sklearn_crocs.datasets._chapman import CHAPMAN_FOLDER
+from sklearn_crocs.preprocessing import leads_as_instances, make_frames, normalize_frames
 
 from .conftest import CHAPMAN_EXPECTED_RHYTHM, CHAPMAN_RECORDS, call_with_warnings
 
@@ -206,3 +206,35 @@ def test_return_X_y_and_cache(chapman_wfdb_dir, chapman_original_dir, tmp_path):
         np.testing.assert_array_equal(X, X2)
         pd.testing.assert_frame_equal(y, y2)
     assert len(list(tmp_path.glob("*.npy"))) == 2
+
+
+def test_verbose_shows_header_and_record_progress_on_stderr(chapman_wfdb_dir, capsys):
+    load_chapman(chapman_wfdb_dir)
+    assert capsys.readouterr() == ("", "")
+    load_chapman(chapman_wfdb_dir, verbose=1)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert re.search(r"load_chapman.* 9/9 .*header/s", err)
+    assert re.search(r"load_chapman.* 9/9 .*record/s", err)
+
+
+# -------------------------------------------------------------- fetch_chapman
+def test_fetch_chapman(chapman_server, chapman_wfdb_dir, tmp_path):
+    bunch = fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, delay=0)
+    expected = load_chapman(chapman_wfdb_dir)
+    np.testing.assert_array_equal(bunch.data, expected.data)
+    pd.testing.assert_frame_equal(bunch.attributes, expected.attributes)
+    assert (tmp_path / CHAPMAN_FOLDER / "WFDBRecords/01/010/JS09740.mat").exists()
+    chapman_server.requests.clear()
+    subset = fetch_chapman(
+        data_home=tmp_path / "other", base_url=chapman_server.url, delay=0,
+        records=["JS05457"], target_fs=250,
+    )  # fmt: skip
+    assert subset.data.shape == (1, 12, 2500)
+    assert sorted(r for r, _ in chapman_server.requests) == [
+        "SHA256SUMS.txt",
+        "WFDBRecords/01/010/JS05457.hea",
+        "WFDBRecords/01/010/JS05457.mat",
+    ]
+    with pytest.raises(ValueError, match=r"records \['JS00000'\] are not listed"):
+        fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, records=["JS00000"])

@@ -188,6 +188,8 @@ def test_load_ludb_instances_follows_the_chapman_protocol():
     assert len(X) + len(data.X_test) == 102 * 12
     assert not set(groups) & set(data.groups_test)  # patient-level split
     assert len(set(data.groups_test)) == 21  # 20 % of 102 patients, rounded up
+    # Stratified by rhythm: even GSVT (3 patients) is on both sides.
+    assert set(y["rhythm"]) == set(data.y_test["rhythm"]) == {"AFIB", "GSVT", "SB", "SR"}
     assert list(y.columns) == ["rhythm", "sex", "age"]
     assert data.lead_train.tolist()[:13] == [*range(12), 0]
     # Age groups are quartiles of the training patients only, ordered young to old.

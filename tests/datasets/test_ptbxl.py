@@ -1,4 +1,6 @@
-"""load_ptbxl on a PTB-XL tree made of the six real PTB-XL records in cinc2021."""
+"""load_ptbxl and fetch_ptbxl on a PTB-XL tree made of the six real PTB-XL records in cinc2021."""
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -8,13 +10,15 @@ import scipy.io
 import sklearn_crocs.datasets._wfdb as wfdb_module
 from sklearn_crocs.datasets import (
     InvalidRecordError,
+    fetch_ptbxl,
     load_ptbxl,
-    make_frames,
-    normalize_frames,
     ptbxl_fold_split,
 )
+from sklearn_crocs.datasets._download import MANIFEST_FILE
+from sklearn_crocs.datasets._ptbxl import PTBXL_FOLDER
+from sklearn_crocs.preprocessing import make_frames, normalize_frames
 
-from .conftest import PTBXL_EXPECTED_CLASS
+from .conftest import PTBXL_EXPECTED_CLASS, sha256_of, write_checksums
 
 ECG_IDS = [3961, 7911, 7968, 8040, 8883, 9008]
 
@@ -215,17 +219,72 @@ def test_cache_and_return_X_y(ptbxl_dir, tmp_path):
     assert len(list(tmp_path.glob("ptbxl500-*.npy"))) == 1
 
 
-def test_fold_split_helper():
-    folds = np.array([1, 2, 9, 10, 10, 3, 9])
-    train, val, test = ptbxl_fold_split(folds)
-    assert train.tolist() == [0, 1, 5]
-    assert val.tolist() == [2, 6]
-    assert test.tolist() == [3, 4]
-    _, val, _ = ptbxl_fold_split(folds, val_folds=[])
-    assert val.size == 0
-    with pytest.raises(ValueError, match=r"in both val_folds and test_folds"):
-        ptbxl_fold_split(folds, val_folds=[9, 10])
-    with pytest.raises(ValueError, match=r"folds \[7\] do not occur"):
-        ptbxl_fold_split(folds, test_folds=[7])
-    with pytest.raises(ValueError, match="no fold is left for training"):
-        ptbxl_fold_split([9, 10])
+# ---------------------------------------------------------------- fetch_ptbxl
+def _fetch(server, home, **kwargs):
+    return fetch_ptbxl(data_home=home, base_url=server.url, delay=0, **kwargs)
+
+
+def test_fetch_ptbxl_downloads_verifies_and_loads(ptbxl_server, ptbxl_dir, tmp_path):
+    home = tmp_path / "home"
+    bunch = _fetch(ptbxl_server, home)
+    expected = load_ptbxl(ptbxl_dir)
+    np.testing.assert_array_equal(bunch.data, expected.data)
+    pd.testing.assert_frame_equal(bunch.attributes, expected.attributes)
+    root = home / PTBXL_FOLDER
+    fetched = sorted(r for r, _ in ptbxl_server.requests)
+    # Only what the selection needs: the lists, the tables and 500 Hz records.
+    assert "SHA256SUMS.txt" in fetched and "ptbxl_database.csv" in fetched
+    assert not [r for r in fetched if r.startswith("records100/")]
+    assert len([r for r in fetched if r.startswith("records500/")]) == 12
+    for relpath in fetched:
+        assert sha256_of(root / relpath) == sha256_of(ptbxl_server.httpd.root / relpath)
+    assert not list(root.rglob("*.part"))
+    assert (root / MANIFEST_FILE).exists()
+    # Everything is there now: a second call makes no request at all.
+    n_requests = len(ptbxl_server.requests)
+    again = _fetch(ptbxl_server, home, download_if_missing=False)
+    assert len(ptbxl_server.requests) == n_requests
+    np.testing.assert_array_equal(again.data, bunch.data)
+
+
+def test_fetch_selection_downloads_a_subset(ptbxl_server, tmp_path):
+    # A base URL without the final slash works too.
+    bunch = fetch_ptbxl(
+        data_home=tmp_path,
+        base_url=ptbxl_server.url.rstrip("/"),
+        delay=0,
+        sampling_rate=100,
+        folds=[4],
+        n_jobs=2,
+    )
+    assert bunch.ecg_ids.tolist() == [8040, 9008]
+    records = sorted(r for r, _ in ptbxl_server.requests if r.startswith("records"))
+    assert records == [
+        "records100/08000/08040_lr.dat", "records100/08000/08040_lr.hea",
+        "records100/09000/09008_lr.dat", "records100/09000/09008_lr.hea",
+    ]  # fmt: skip
+
+
+@pytest.mark.bad_input("Fetch", "record path in the server's metadata outside data_home", "ValueError")
+def test_ptbxl_table_path_outside_data_home(ptbxl_server, tmp_path):
+    table = ptbxl_server.httpd.root / "ptbxl_database.csv"
+    frame = pd.read_csv(table)
+    frame.loc[frame["ecg_id"] == 8883, "filename_hr"] = "../../escaped/08883_hr"
+    frame.to_csv(table, index=False)
+    write_checksums(ptbxl_server.httpd.root)
+    with pytest.raises(ValueError, match=r"Refusing the entry '\.\./\.\./escaped/08883_hr\.hea'"):
+        _fetch(ptbxl_server, tmp_path / "home")
+    assert not (tmp_path / "escaped").exists()
+    assert not list((tmp_path / "home" / PTBXL_FOLDER).glob("records500"))
+
+
+def test_verbose_shows_download_and_reading_progress_on_stderr(ptbxl_server, tmp_path, capsys):
+    _fetch(ptbxl_server, tmp_path / "quiet")
+    assert capsys.readouterr() == ("", "")
+    _fetch(ptbxl_server, tmp_path / "loud", verbose=1)
+    out, err = capsys.readouterr()
+    assert out == ""
+    # The two tables, the six records' 12 files, then the six records read.
+    assert re.search(r"Downloading PTB-XL.* 2/2 ", err)
+    assert re.search(r"Downloading PTB-XL.* 12/12 ", err)
+    assert re.search(r"load_ptbxl.* 6/6 ", err)

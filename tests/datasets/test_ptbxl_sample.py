@@ -5,7 +5,8 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from sklearn_crocs.datasets import AgeGroupEncoder, load_ptbxl_sample, load_ptbxl_sample_frames
+from sklearn_crocs.datasets import load_ptbxl_sample, load_ptbxl_sample_frames
+from sklearn_crocs.preprocessing import AgeGroupEncoder
 
 from .conftest import REPO_ROOT
 

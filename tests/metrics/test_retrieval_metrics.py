@@ -9,7 +9,7 @@ import pytest
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sklearn_crocs._retrieval import _top_k
+from sklearn_crocs._search import top_k
 from sklearn_crocs.metrics import (
     chance_precision_at_k,
     matchable_queries,
@@ -116,13 +116,13 @@ def test_ties_in_distance_go_to_the_lower_index():
     # The query is at distance sqrt(2) from ECGs 0 and 1, a tie; ECG 2 is nearest.
     query = np.array([[1.0, 0.0]], dtype=np.float32)
     embeddings = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], dtype=np.float32)
-    distances, indices = _top_k(query, embeddings, 2)
+    distances, indices = top_k(query, embeddings, 2)
     assert indices.tolist() == [[2, 0]]
     assert distances[0, 1] == pytest.approx(np.sqrt(2))
     # Only ECG 1 has the query's attribute, and it loses the tie: P@2 = 0,
     # and 1 once the tied ECGs swap places.
     assert precision_at_k(["b", "a", "b", "a"], indices, [["a"]]) == 0.0
-    swapped = _top_k(query, embeddings[[1, 0, 2, 3]], 2)[1]
+    swapped = top_k(query, embeddings[[1, 0, 2, 3]], 2)[1]
     assert swapped.tolist() == [[2, 0]]
     assert precision_at_k(["a", "b", "b", "a"], swapped, [["a"]]) == 1.0
 

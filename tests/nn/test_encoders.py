@@ -70,13 +70,17 @@ def test_min_input_length_is_exact():
 
 
 def test_resnet_has_one_block_per_stage():
-    encoder = ResNet1dEncoder(12, 2500, 256)
+    encoder = ResNet1dEncoder(12, 2500, 256, channels=(64, 128, 256, 512))
     assert len(encoder.blocks) == 4
     widths = [block.conv2.out_channels for block in encoder.blocks]
     assert widths == [64, 128, 256, 512]
     n_params = sum(p.numel() for p in encoder.parameters())
     # ResNet18 in 1-D with two blocks per stage has about twice as many parameters.
     assert 1.5e6 < n_params < 2.5e6
+    # The default halves the widths: about a quarter of the parameters.
+    default = ResNet1dEncoder(12, 2500, 256)
+    assert [block.conv2.out_channels for block in default.blocks] == [32, 64, 128, 256]
+    assert 0.2 < sum(p.numel() for p in default.parameters()) / n_params < 0.3
 
 
 def test_resnet_rejects_even_kernel():

@@ -260,3 +260,145 @@ def test_invalid_arguments(kwargs, message):
 def test_invalid_combinations():
     with pytest.raises(ValueError, match="non-empty 2-D array"):
         CROCSLoss(np.array([0, 1, 2]), 4)
+
+
+# ------------------------------------------------------- missing attributes
+def _consistent_rows(codes, combinations):
+    """Prototypes whose combination has every known (not -1) value of ``codes``."""
+    return [
+        j
+        for j, combination in enumerate(combinations)
+        if all(c < 0 or c == value for c, value in zip(codes, combination))
+    ]
+
+
+def _naive_partial_nce(v, p, codes, combinations, *, tau_s, tau_w, kind):
+    """L_NCE for ECGs with value codes ``codes`` (-1: missing), one ECG and prototype at a time.
+
+    Soft: Eq. 2's weights averaged over every completion of the missing
+    values (the unknown attributes summed out with equal prior). Hard:
+    -log of the probability summed over the consistent prototypes.
+    """
+    v = v.detach().double().numpy()
+    p = p.detach().double().numpy()
+    weights = _naive_weights(combinations, 0, tau_w)
+    nce = 0.0
+    for i in range(len(v)):
+        s = [
+            float(v[i] @ p[k]) / (np.linalg.norm(v[i]) * np.linalg.norm(p[k])) / tau_s
+            for k in range(len(p))
+        ]
+        log_denominator = math.log(sum(math.exp(x) for x in s))
+        consistent = _consistent_rows(codes[i], combinations)
+        if kind == "hard":
+            nce -= math.log(sum(math.exp(s[j] - log_denominator) for j in consistent))
+            continue
+        for j in range(len(p)):
+            w = sum(weights[c, j] for c in consistent) / len(consistent)
+            nce -= w * (s[j] - log_denominator)
+    return nce / len(v)
+
+
+PARTIAL = np.array([[1, -1, 2], [0, 1, -1], [2, -1, -1], [0, -1, 3]])  # 1, 1, 2, 1 missing
+
+
+@pytest.mark.parametrize("n_missing", [0, 1, 2, "mixed"])
+@pytest.mark.parametrize(("kind", "tau_w"), [("soft", 1.0), ("soft", 0.5), ("hard", 1.0)])
+def test_partial_loss_matches_naive_loop(kind, tau_w, n_missing):
+    rng = np.random.RandomState(0)
+    combinations = COMBINATIONS
+    rows = {0: [], 1: [0, 1, 3], 2: [2], "mixed": [0, 1, 2, 3]}[n_missing]
+    # Targets: full combinations, then rows of PARTIAL with n_missing values missing.
+    full = rng.randint(len(combinations), size=6 if n_missing in (0, "mixed") else 0)
+    partial = rng.choice(rows, size=6) if rows else np.array([], dtype=int)
+    targets = np.concatenate([full, len(combinations) + partial]).astype(np.int64)
+    codes = np.vstack([combinations, PARTIAL])[targets]
+    v = torch.as_tensor(rng.randn(len(targets), 5))
+    criterion = CROCSLoss(
+        combinations,
+        5,
+        tau_w=tau_w,
+        beta=0.0,
+        loss=kind,
+        prototype_init=torch.as_tensor(rng.randn(len(combinations), 5)),
+        partial_combinations=PARTIAL,
+    )
+    nce, _ = criterion.loss_parts(v, torch.as_tensor(targets))
+    expected = _naive_partial_nce(
+        v, criterion.prototypes, codes, combinations, tau_s=0.1, tau_w=tau_w, kind=kind
+    )
+    np.testing.assert_allclose(nce.item(), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("tau_w", [0.5, 1.0, math.inf])
+def test_partial_weights_are_eq2_with_q_over_the_known_attributes(tau_w):
+    # Summing out an unknown attribute equals counting only the known ones in q,
+    # because every combination has a prototype.
+    float64 = torch.ones(len(COMBINATIONS), 3, dtype=torch.float64)  # float64 tables
+    criterion = CROCSLoss(
+        COMBINATIONS, 3, tau_w=tau_w, prototype_init=float64, partial_combinations=PARTIAL
+    )
+    table = criterion.weights[len(COMBINATIONS) :].numpy()
+    for row, codes in zip(table, PARTIAL):
+        known = codes >= 0
+        same = COMBINATIONS[:, 0] == codes[0]
+        q = 0.0 if math.isinf(tau_w) else (COMBINATIONS[:, known] == codes[known]).sum(1) / tau_w
+        expected = np.where(same, np.exp(q), 0.0)
+        np.testing.assert_allclose(row, expected / expected.sum(), rtol=1e-12)
+    np.testing.assert_array_equal(
+        criterion.weights[: len(COMBINATIONS)].numpy(),
+        attribute_weight_table(COMBINATIONS, tau_w=tau_w),
+    )
+
+
+@pytest.mark.parametrize("kind", ["soft", "hard"])
+def test_loss_of_known_targets_is_unchanged_by_partial_rows(kind):
+    rng = np.random.RandomState(3)
+    init = torch.as_tensor(rng.randn(len(COMBINATIONS), 4), dtype=torch.float32)
+    v = torch.as_tensor(rng.randn(9, 4), dtype=torch.float32)
+    targets = torch.as_tensor(rng.randint(len(COMBINATIONS), size=9))
+    plain = CROCSLoss(COMBINATIONS, 4, loss=kind, beta=0.2, prototype_init=init)
+    assert plain.consistent is None and plain.weights.shape == (24, 24)
+    # The computation before missing attributes existed, term by term.
+    logits = plain.logits(v)
+    before = torch.nn.functional.cross_entropy(
+        logits, targets if kind == "hard" else plain.weights[targets]
+    )
+    assert torch.equal(plain.loss_parts(v, targets)[0], before)
+    extended = CROCSLoss(
+        COMBINATIONS, 4, loss=kind, beta=0.2, prototype_init=init, partial_combinations=PARTIAL
+    )
+    torch.testing.assert_close(extended(v, targets), plain(v, targets), rtol=1e-6, atol=0)
+
+
+def test_partial_hard_loss_gradcheck():
+    rng = np.random.RandomState(0)
+    criterion = CROCSLoss(
+        COMBINATIONS,
+        4,
+        loss="hard",
+        beta=0.2,
+        prototype_init=torch.as_tensor(rng.randn(24, 4)),
+        partial_combinations=PARTIAL,
+    )
+    v = torch.as_tensor(rng.randn(5, 4)).requires_grad_()
+    p = criterion.prototypes.detach().clone().requires_grad_()
+    targets = torch.tensor([0, 24, 25, 26, 27])
+
+    def total_loss(v, p):
+        return torch.func.functional_call(criterion, {"prototypes": p}, (v, targets))
+
+    assert torch.autograd.gradcheck(total_loss, (v, p))
+
+
+@pytest.mark.parametrize(
+    ("partial", "message"),
+    [
+        (np.array([[-1, 0, 0]]), "must know the class attribute"),
+        (np.array([[0, 0]]), r"must have shape \(n_partial, 3\)"),
+        (np.array([[0, 5, -1]]), "no combination agrees with"),
+    ],
+)
+def test_invalid_partial_combinations(partial, message):
+    with pytest.raises(ValueError, match=message):
+        CROCSLoss(COMBINATIONS, 4, partial_combinations=partial)

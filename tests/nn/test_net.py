@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 from conftest import make_small_net
+from skorch.callbacks import Callback
 
 from sklearn_crocs.nn import ArrayDataset, CROCSNet
-from sklearn_crocs.nn._net import _BatchIterator, _KeepBestState, _prefetch
+from sklearn_crocs.nn._net import KeepBestState, _BatchIterator, _prefetch
 
 
 def _dataset(n, leads=1, length=5):
@@ -46,6 +47,30 @@ def test_shuffled_batches_cover_every_sample_once_and_are_reproducible():
     torch.testing.assert_close(y, dataset.y[order])
     torch.testing.assert_close(X, torch.cat([xb for xb, _ in again]))
     assert not torch.equal(X, torch.cat([xb for xb, _ in other_epoch]))
+
+
+def test_every_epoch_of_a_fit_draws_a_new_order():
+    """skorch builds the training iterator once per fit: each pass over it must reshuffle."""
+    orders = []
+
+    class RecordOrder(Callback):
+        def on_epoch_begin(self, net, **kwargs):
+            orders.append([])
+
+        def on_batch_begin(self, net, batch=None, training=None, **kwargs):
+            if training:
+                orders[-1].extend(batch[0][:, 0, 0].long().tolist())
+
+    X = np.repeat(np.arange(32, dtype=np.float32), 64).reshape(32, 1, 64)
+    make_small_net(batch_size=8, max_epochs=3, train_split=None, callbacks=[RecordOrder()]).fit(
+        X, np.arange(32) % 4
+    )
+    assert [sorted(order) for order in orders] == [list(range(32))] * 3
+    assert orders[0] != orders[1] != orders[2] != orders[0]
+    iterator = _BatchIterator(_dataset(23), 5, shuffle=True, seed=3, pass_index=0)
+    passes = [torch.cat([xb for xb, _ in iterator]) for _ in range(2)]
+    next_pass = torch.cat([xb for xb, _ in _BatchIterator(_dataset(23), 5, shuffle=True, seed=3, pass_index=1)])
+    torch.testing.assert_close(passes[1], next_pass)  # the second pass is pass 1
 
 
 def test_trailing_single_sample_is_merged_not_dropped():
@@ -168,7 +193,7 @@ def test_keep_best_state_restores_module_and_prototypes():
     X = rng.randn(30, 1, 64).astype(np.float32)
     y = rng.randint(4, size=30)
 
-    class Recorder(_KeepBestState):
+    class Recorder(KeepBestState):
         def on_epoch_end(self, net, **kwargs):
             super().on_epoch_end(net, **kwargs)
             if self.best_epoch_ == net.history[-1, "epoch"]:
@@ -251,11 +276,14 @@ def test_inference_sets_the_modes_once_per_call_and_matches_evaluation_step(monk
 
 
 def test_predict_batch_size_auto_keeps_the_largest_activation_within_budget():
-    from sklearn_crocs.nn._net import _ACTIVATION_BYTES
+    from sklearn_crocs.nn._net import _ACTIVATION_BYTES, _MAX_INFERENCE_BATCH
 
     net = _net(batch_size=64, predict_batch_size="auto").initialize()
     per_sample = net.module_.max_activation_size
-    assert net._inference_batch_size() == min(64, _ACTIVATION_BYTES // (4 * per_sample))
+    expected = min(_MAX_INFERENCE_BATCH, _ACTIVATION_BYTES // (4 * per_sample))
+    assert net._inference_batch_size() == expected
+    net.module_.max_activation_size = 1  # tiny activations: capped
+    assert net._inference_batch_size() == _MAX_INFERENCE_BATCH
     net.module_.max_activation_size = _ACTIVATION_BYTES // 40  # 10 samples fit
     assert net._inference_batch_size() == 10
     net.module_.max_activation_size = 10 * _ACTIVATION_BYTES  # not even one sample

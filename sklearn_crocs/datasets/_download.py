@@ -1,7 +1,8 @@
-"""Download PTB-XL and Chapman-Shaoxing from PhysioNet: the fetchers.
+"""Verified, resumable downloads from a PhysioNet file tree, for the fetchers.
 
-Files are fetched one by one from the project's PhysioNet file tree and
-checked against the project's ``SHA256SUMS.txt``:
+``fetch_ptbxl`` and ``fetch_chapman`` (in their datasets' modules) fetch files
+one by one from the project's PhysioNet file tree and check them against the
+project's ``SHA256SUMS.txt``:
 
 - a file is downloaded into ``<name>.part`` and renamed to its final name only
   after its SHA256 matches, so a half-downloaded or corrupted file is never
@@ -37,20 +38,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ._base import _atomic_path, _ExclusionLog, get_data_home
-from ._chapman import load_chapman
-from ._ptbxl import (
-    _check_sampling_rate,
-    load_ptbxl,
-    ptbxl_record_files,
-    read_ptbxl_tables,
-    select_ptbxl_records,
-)
+from .._utils import _atomic_path
+from ._base import progress
 
-PTBXL_URL = "https://physionet.org/files/ptb-xl/1.0.3/"
-PTBXL_FOLDER = "ptb-xl-1.0.3"
-CHAPMAN_URL = "https://physionet.org/files/ecg-arrhythmia/1.0.0/"
-CHAPMAN_FOLDER = "ecg-arrhythmia-1.0.0"
 CHECKSUM_FILE = "SHA256SUMS.txt"
 MANIFEST_FILE = ".sklearn_crocs_verified.json"
 TRUST_FILE = ".sklearn_crocs_checksum_lists.json"
@@ -287,7 +277,7 @@ def _check_list_hash(path, digest, expected, root, name):
             tmp.write_text(json.dumps(trusted, indent=1, sort_keys=True), encoding="utf-8")
 
 
-def _checksums(root, base_url, *, download_if_missing, n_retries, delay, name, expected_sha256):
+def checksum_list(root, base_url, *, download_if_missing, n_retries, delay, name, expected_sha256):
     """The verified checksum list of ``root`` (downloaded first if missing)."""
     path = root / CHECKSUM_FILE
     _check_inside(root, [CHECKSUM_FILE, CHECKSUM_FILE + ".new"], f"the files of {name}")
@@ -352,9 +342,6 @@ def ensure_files(
     if not missing:
         manifest.save()
         return
-    if verbose:
-        print(f"Downloading {len(missing)} file(s) of {name} to {root}")
-    start = time.perf_counter()
     failures = []
 
     def fetch(relpath):
@@ -366,20 +353,15 @@ def ensure_files(
             return
         manifest.record(root, relpath, checksums[relpath])
 
-    def report(done):
-        if verbose and (done % 500 == 0 or done == len(missing)):
-            elapsed = time.perf_counter() - start
-            print(f"  {done}/{len(missing)} files ({elapsed:.0f} s)")
-
+    bar = {"verbose": verbose, "desc": f"Downloading {name}", "total": len(missing), "unit": "file"}
     try:
         if n_jobs == 1:
-            for done, relpath in enumerate(missing, start=1):
+            for relpath in progress(missing, **bar):
                 fetch(relpath)
-                report(done)
         else:
             with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-                for done, _ in enumerate(pool.map(fetch, missing), start=1):
-                    report(done)
+                for _ in progress(pool.map(fetch, missing), **bar):
+                    pass
     finally:
         manifest.save()
     if failures:
@@ -387,7 +369,7 @@ def ensure_files(
         raise OSError(f"{failures[0]}{more}") from failures[0]
 
 
-def _check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256=None):
+def check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256=None):
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
         raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}.")
     if not isinstance(n_retries, int) or n_retries < 0:
@@ -404,224 +386,3 @@ def _check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256=None
         )
     # urljoin drops the last path segment of a base without a final slash.
     return base_url if base_url.endswith("/") else base_url + "/"
-
-
-def fetch_ptbxl(
-    data_home=None,
-    *,
-    download_if_missing=True,
-    sampling_rate=500,
-    folds=None,
-    ecg_ids=None,
-    leads=None,
-    single_label=True,
-    on_error="raise",
-    cache_dir=None,
-    n_retries=3,
-    delay=1.0,
-    n_jobs=1,
-    base_url=PTBXL_URL,
-    sha256sums_sha256=None,
-    verbose=0,
-    return_X_y=False,
-):
-    """Download PTB-XL 1.0.3 from PhysioNet (if needed) and load it.
-
-    Downloads ``SHA256SUMS.txt``, the two metadata tables and then only the
-    WFDB files of the records that the selection (``sampling_rate``,
-    ``folds``, ``ecg_ids``, ``single_label``) needs, into
-    ``<data_home>/ptb-xl-1.0.3``. Every file is verified against
-    ``SHA256SUMS.txt``; interrupted downloads resume (see the module notes).
-    Once everything is there it works offline. The result is
-    :func:`load_ptbxl` of the downloaded folder.
-
-    Parameters
-    ----------
-    data_home : str or path-like, default=None
-        Download folder, see :func:`get_data_home`.
-    download_if_missing : bool, default=True
-        If False, raise an OSError instead of downloading missing files.
-    sampling_rate, folds, ecg_ids, leads, single_label, on_error, cache_dir, \
-return_X_y
-        As in :func:`load_ptbxl`.
-    n_retries : int, default=3
-        Further attempts per file after a failure.
-    delay : float, default=1.0
-        Seconds between attempts.
-    n_jobs : int, default=1
-        Files downloaded in parallel (threads).
-    base_url : str, default="https://physionet.org/files/ptb-xl/1.0.3/"
-        Where the PhysioNet file tree is served (a mirror, or a local server).
-    sha256sums_sha256 : str, default=None
-        SHA-256 (hex) of the release's ``SHA256SUMS.txt``, e.g. from
-        PhysioNet's project page. ``None``: the hash recorded the first time
-        the list was used in ``data_home`` (trust on first use); a list that
-        differs from it is refused.
-    verbose : int, default=0
-        Print download and loading progress when > 0.
-
-    Returns
-    -------
-    data : :class:`~sklearn.utils.Bunch`
-        As returned by :func:`load_ptbxl`.
-
-    Examples
-    --------
-    >>> from sklearn_crocs.datasets import fetch_ptbxl
-    >>> ptbxl = fetch_ptbxl(folds=[10])  # doctest: +SKIP
-    """
-    sampling_rate = _check_sampling_rate(sampling_rate)
-    base_url = _check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256)
-    root = Path(get_data_home(data_home)) / PTBXL_FOLDER
-    options = {
-        "download_if_missing": download_if_missing,
-        "n_retries": n_retries,
-        "delay": delay,
-        "name": "PTB-XL",
-    }
-    checksums = _checksums(root, base_url, expected_sha256=sha256sums_sha256, **options)
-    ensure_files(
-        root,
-        base_url,
-        ["ptbxl_database.csv", "scp_statements.csv"],
-        checksums,
-        n_jobs=1,
-        verbose=verbose,
-        **options,
-    )
-    selected = select_ptbxl_records(
-        read_ptbxl_tables(root),
-        folds=folds,
-        ecg_ids=ecg_ids,
-        single_label=single_label,
-        log=_ExclusionLog(),
-    )
-    ensure_files(
-        root,
-        base_url,
-        ptbxl_record_files(root, sampling_rate, selected),
-        checksums,
-        n_jobs=n_jobs,
-        verbose=verbose,
-        **options,
-    )
-    return load_ptbxl(
-        root,
-        sampling_rate=sampling_rate,
-        folds=folds,
-        ecg_ids=ecg_ids,
-        leads=leads,
-        single_label=single_label,
-        on_error=on_error,
-        cache_dir=cache_dir,
-        verbose=verbose,
-        return_X_y=return_X_y,
-    )
-
-
-def fetch_chapman(
-    data_home=None,
-    *,
-    download_if_missing=True,
-    records=None,
-    leads=None,
-    target_fs=None,
-    unmapped="drop",
-    rhythm_groups=None,
-    on_error="raise",
-    cache_dir=None,
-    n_retries=3,
-    delay=1.0,
-    n_jobs=1,
-    base_url=CHAPMAN_URL,
-    sha256sums_sha256=None,
-    verbose=0,
-    return_X_y=False,
-):
-    """Download Chapman-Shaoxing (WFDB form) from PhysioNet and load it.
-
-    Fetches the ``.hea``/``.mat`` files of PhysioNet's "A large scale 12-lead
-    electrocardiogram database for arrhythmia study" (ecg-arrhythmia 1.0.0,
-    Zheng et al.; 45,152 records that include the Chapman-Shaoxing records of
-    the paper) into ``<data_home>/ecg-arrhythmia-1.0.0``, verified against its
-    ``SHA256SUMS.txt``, with resumable downloads. The original figshare
-    release (``Diagnostics.xlsx`` + ``ECGData``) has no checksum list; download
-    it yourself and use :func:`load_chapman`.
-
-    Parameters
-    ----------
-    data_home : str or path-like, default=None
-        Download folder, see :func:`get_data_home`.
-    download_if_missing : bool, default=True
-        If False, raise an OSError instead of downloading missing files.
-    records : list of str, default=None
-        Only download and load these records (e.g. ``["JS00001"]``).
-    leads, target_fs, unmapped, rhythm_groups, on_error, cache_dir, return_X_y
-        As in :func:`load_chapman`.
-    n_retries : int, default=3
-        Further attempts per file after a failure.
-    delay : float, default=1.0
-        Seconds between attempts.
-    n_jobs : int, default=1
-        Files downloaded in parallel (threads).
-    base_url : str, default="https://physionet.org/files/ecg-arrhythmia/1.0.0/"
-        Where the PhysioNet file tree is served.
-    sha256sums_sha256 : str, default=None
-        SHA-256 (hex) of the release's ``SHA256SUMS.txt``; ``None``: trust on
-        first use, as in :func:`fetch_ptbxl`.
-    verbose : int, default=0
-        Print progress when > 0.
-
-    Returns
-    -------
-    data : :class:`~sklearn.utils.Bunch`
-        As returned by :func:`load_chapman`.
-
-    Examples
-    --------
-    >>> from sklearn_crocs.datasets import fetch_chapman
-    >>> chapman = fetch_chapman(target_fs=250)  # doctest: +SKIP
-    """
-    base_url = _check_fetch_args(n_retries, delay, n_jobs, base_url, sha256sums_sha256)
-    root = Path(get_data_home(data_home)) / CHAPMAN_FOLDER
-    options = {
-        "download_if_missing": download_if_missing,
-        "n_retries": n_retries,
-        "delay": delay,
-        "name": "Chapman-Shaoxing",
-    }
-    checksums = _checksums(root, base_url, expected_sha256=sha256sums_sha256, **options)
-    wanted = None if records is None else {str(r) for r in records}
-    relpaths = [
-        p
-        for p in checksums
-        if p.endswith((".hea", ".mat")) and (wanted is None or Path(p).stem in wanted)
-    ]
-    if wanted is not None:
-        unknown = sorted(wanted - {Path(p).stem for p in relpaths})
-        if unknown:
-            raise ValueError(f"records {unknown[:10]} are not listed in {root / CHECKSUM_FILE}.")
-    if not relpaths:
-        raise OSError(f"{root / CHECKSUM_FILE} lists no .hea/.mat files.")
-    ensure_files(
-        root,
-        base_url,
-        relpaths,
-        checksums,
-        n_jobs=n_jobs,
-        verbose=verbose,
-        **options,
-    )
-    return load_chapman(
-        root,
-        layout="wfdb",
-        records=None if records is None else [str(r) for r in records],
-        leads=leads,
-        target_fs=target_fs,
-        unmapped=unmapped,
-        rhythm_groups=rhythm_groups,
-        on_error=on_error,
-        cache_dir=cache_dir,
-        verbose=verbose,
-        return_X_y=return_X_y,
-    )

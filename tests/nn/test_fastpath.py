@@ -7,14 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sklearn_crocs.nn import CNNEncoder, ReLUMaxPoolDropout, ResNet1dEncoder
-from sklearn_crocs.nn._encoders import _fold_batch_norm
-from sklearn_crocs.nn._layers import (
-    _BatchNormReLUMaxPoolDropoutFunction,
-    _Conv1d,
-    _dropout_scale,
-    _PhaseGradConv2dFunction,
-)
+from sklearn_crocs.nn import CNNEncoder, ReLUMaxPoolDropout, ResNet1dEncoder, _fastpath
+from sklearn_crocs.nn._fastpath import _fold_batch_norm
 
 
 @pytest.mark.parametrize("kernel_size", [1, 2, 3])
@@ -98,54 +92,6 @@ def test_relu_pool_dropout_channels_last_output_of_3d_input(kernel_size, p, trai
 
 def _channels_last(x):
     return x.unsqueeze(2).contiguous(memory_format=torch.channels_last)
-
-
-@pytest.mark.parametrize(
-    ("batch", "length"),
-    [(4, 40), (2, 41), (3, 41)],  # even and odd lengths, batches of 4, 2 and 3
-)
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("p", [0.0, 0.3])
-def test_fused_batch_norm_relu_pool_dropout_equals_the_modules(batch, length, dtype, p):
-    # The single-lead first stage in training: batch norm (batch statistics),
-    # ReLU, max pooling over 2 and dropout in one step on a channels-last
-    # (N, C, 1, L) input. Scales of both signs and zero; a trailing unpooled
-    # sample for odd lengths; a large offset that would cancel in a variance
-    # from uncentred sums.
-    torch.manual_seed(0)
-    channels = 5
-    x = torch.randn(batch, channels, length, dtype=dtype) * 3 + 100
-    weight = torch.tensor([1.5, -0.7, 0.0, 0.3, -2.0], dtype=dtype).requires_grad_()
-    bias = torch.randn(channels, dtype=dtype).requires_grad_()
-    a = _channels_last(x).requires_grad_()
-    torch.manual_seed(1)
-    out, mean, var = _BatchNormReLUMaxPoolDropoutFunction.apply(a, weight, bias, 1e-5, p)
-    torch.manual_seed(1)  # the same draws, in the output's channels-last layout
-    like = torch.empty((batch, channels, 1, length // 2), dtype=dtype)
-    scale = _dropout_scale(like.contiguous(memory_format=torch.channels_last), p)
-    b = x.clone().requires_grad_()
-    w, c = weight.detach().clone().requires_grad_(), bias.detach().clone().requires_grad_()
-    normalised = F.batch_norm(b, None, None, w, c, training=True, eps=1e-5)
-    expected = _channels_last(F.max_pool1d(F.relu(normalised), 2))
-    if p > 0:
-        expected = expected * scale
-    assert out.is_contiguous(memory_format=torch.channels_last)
-    tolerance = {"rtol": 1e-10, "atol": 1e-10} if dtype == torch.float64 else {}
-    torch.testing.assert_close(out, expected, **tolerance)
-    reference_var, reference_mean = torch.var_mean(x, dim=(0, 2), correction=0)
-    torch.testing.assert_close(mean, reference_mean, **tolerance)
-    torch.testing.assert_close(var, reference_var, **tolerance)
-    grad = torch.randn(out.shape, dtype=dtype)
-    grads = torch.autograd.grad(out, (a, weight, bias), grad)
-    reference_grads = torch.autograd.grad(expected, (b, w, c), grad)
-    assert grads[0].is_contiguous(memory_format=torch.channels_last)
-    if dtype == torch.float32:  # batch norm's input gradient cancels: absolute tolerance
-        tolerance = {"rtol": 1e-4, "atol": 1e-4}
-    torch.testing.assert_close(grads[0].squeeze(2), reference_grads[0], **tolerance)
-    for g, r in zip(grads[1:], reference_grads[1:]):
-        torch.testing.assert_close(g, r, **tolerance)
-    if p > 0:
-        assert (scale == 0).any() and (out[scale.expand_as(out) == 0] == 0).all()
 
 
 def test_relu_pool_dropout_drops_at_rate_p_and_rescales():
@@ -240,18 +186,11 @@ def test_cnn_encoder_equals_its_reference_layers(leads, length, params, momentum
     _assert_equal_in_evaluation(encoder, reference, x)
 
 
-@pytest.mark.parametrize(
-    ("leads", "first"),
-    [
-        # over the 6 phases of rows of 6 samples (two outputs of the stride-3 convolution)
-        (1, ("conv2d", 6, True)),
-        (2, ("conv1d", 2, False)),  # as it comes
-    ],
-)
-def test_cnn_later_stages_run_channels_last(monkeypatch, leads, first):
+@pytest.mark.parametrize("leads", [1, 2])
+def test_cnn_later_stages_run_channels_last(monkeypatch, leads):
     # What makes training fast: after the first stage, the convolutions (forward
     # and backward) and batch norms run on channels-last (batch, C, 1, time)
-    # tensors; a single-lead first convolution, over the signal's phases, too.
+    # tensors; the first convolution runs on the input as it comes.
     torch.manual_seed(0)
     encoder = CNNEncoder(leads, 1000, 8)
     layouts = []
@@ -269,52 +208,9 @@ def test_cnn_later_stages_run_channels_last(monkeypatch, leads, first):
     monkeypatch.setattr(F, "conv1d", recording("conv1d", conv1d))
     x = torch.randn(6, leads, 1000)
     out = encoder(x)
-    assert layouts == [first, ("conv2d", 4, True), ("conv2d", 16, True)]
-    # Backward: the 4-channel input of the second convolution gets its gradient
-    # from a stride-1 convolution of the 16-channel output gradient, over phases
-    # (_PhaseGradConv2dFunction); the 16-channel input of the third, from oneDNN.
-    layouts.clear()
+    assert layouts == [("conv1d", leads, False), ("conv2d", 4, True), ("conv2d", 16, True)]
     out.sum().backward()
-    assert layouts == [("conv2d", 16, True)]
     assert all(p.grad is not None for p in encoder.parameters())
-
-
-@pytest.mark.parametrize(
-    ("leads", "params", "train", "fused"),
-    [
-        (1, {}, True, True),
-        (1, {"pool_size": 3}, True, False),  # the fused step pools over 2 only
-        (2, {}, True, False),
-        (1, {}, False, False),  # evaluation mode: running statistics
-    ],
-)
-def test_cnn_single_lead_first_stage_fuses_batch_norm_in_training(
-    monkeypatch, leads, params, train, fused
-):
-    # Where the fused first stage applies, it computes what the modules do:
-    # outputs, gradients and running statistics over two steps, with batch-norm
-    # scales of both signs (float64, no dropout).
-    torch.manual_seed(0)
-    encoder = CNNEncoder(leads, 1200, 16, **params).double().train(train)
-    _randomise_batch_norms(encoder)
-    for module in encoder.modules():
-        if isinstance(module, ReLUMaxPoolDropout):
-            module.p = 0.0
-    twin = copy.deepcopy(encoder)
-    reference = twin.reference_layers().train(train)
-    for module in reference.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
-    calls = []
-    apply = _BatchNormReLUMaxPoolDropoutFunction.apply
-    monkeypatch.setattr(
-        _BatchNormReLUMaxPoolDropoutFunction,
-        "apply",
-        lambda *args: calls.append(1) or apply(*args),
-    )
-    x = torch.randn(8, leads, 1200, dtype=torch.float64)
-    _assert_equal_in_training(encoder, twin, reference, x)
-    assert bool(calls) == fused
 
 
 def test_cnn_encoder_float32_matches_reference_within_tolerance():
@@ -358,7 +254,7 @@ def test_cnn_inference_path_equals_reference_layers(leads, length, params):
     encoder = CNNEncoder(leads, length, 16, **params).double()
     _randomise_batch_norms(encoder)
     encoder.eval()
-    assert encoder._standard_stages() is not None
+    assert _fastpath._standard_stages(encoder) is not None
     reference = encoder.reference_layers().eval()
     x = torch.randn(9, leads, length, dtype=torch.float64)
     with torch.inference_mode():
@@ -416,10 +312,33 @@ def test_cnn_edited_features_run_through_the_modules(edit):
         conv.load_state_dict(encoder.features[0].state_dict())
         encoder.features[0] = conv
     encoder.eval()
-    assert encoder._standard_stages() is None
+    assert _fastpath._standard_stages(encoder) is None
     x = torch.randn(5, 1, 500, dtype=torch.float64)
     with torch.inference_mode():
         torch.testing.assert_close(encoder(x), encoder.head(encoder.features(x)))
+
+
+@pytest.mark.parametrize(
+    ("encoder_class", "shape", "params"),
+    [
+        (CNNEncoder, (5, 1, 500), {"dropout": 0.0}),
+        (ResNet1dEncoder, (5, 2, 200), {"channels": (4, 8)}),
+    ],
+)
+def test_fast_path_false_runs_the_reference_layers(monkeypatch, encoder_class, shape, params):
+    # The one switch: no fast-path step runs, and the function is the same.
+    torch.manual_seed(0)
+    _, leads, length = shape
+    fast = encoder_class(leads, length, 8, **params).double()
+    plain = copy.deepcopy(fast)
+    plain.fast_path = False
+    x = torch.randn(*shape, dtype=torch.float64)
+    for mode in (True, False):
+        expected = fast.train(mode)(x)
+        with monkeypatch.context() as patch:
+            for name in ("cnn_forward", "resnet_forward"):
+                patch.setattr(_fastpath, name, lambda *a: pytest.fail("fast path called"))
+            torch.testing.assert_close(plain.train(mode)(x), expected)
 
 
 def test_cnn_batch_norm_without_running_statistics():
@@ -452,80 +371,6 @@ def test_fold_batch_norm_equals_conv_then_batch_norm(affine, conv_bias):
     x = torch.randn(6, 3, 40, dtype=torch.float64)
     with torch.no_grad():
         torch.testing.assert_close(F.conv1d(x, weight, bias, 2), bn(conv(x)))
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize(
-    ("in_channels", "out_channels", "kernel_size", "stride", "length"),
-    [
-        (4, 16, 7, 3, 416),  # the paper's second convolution; one sample past the last window
-        (4, 16, 7, 3, 418),  # three samples past it
-        (3, 5, 6, 3, 50),  # the phases stop short of the input: zero-padded gradient
-        (2, 3, 5, 2, 40),
-        (2, 3, 1, 2, 41),  # a ResNet shortcut: odd samples get no gradient
-        (1, 2, 3, 5, 33),  # stride > kernel
-        (8, 4, 4, 4, 64),
-    ],
-)
-def test_phase_grad_conv_computes_the_gradients_of_conv2d(
-    in_channels, out_channels, kernel_size, stride, length, dtype
-):
-    # The input gradient as a stride-1 convolution over phases equals conv2d's,
-    # with the weight and bias gradients, for kernels longer and shorter than
-    # the stride and inputs that end inside, on or past the last window.
-    torch.manual_seed(0)
-    x = torch.randn(5, in_channels, 1, length, dtype=dtype)
-    x = x.contiguous(memory_format=torch.channels_last).requires_grad_()
-    weight = torch.randn(out_channels, in_channels, kernel_size, dtype=dtype, requires_grad=True)
-    bias = torch.randn(out_channels, dtype=dtype, requires_grad=True)
-    out = _PhaseGradConv2dFunction.apply(x, weight, bias, stride)
-    expected = F.conv2d(x, weight.unsqueeze(2), bias, stride=(1, stride))
-    torch.testing.assert_close(out, expected, rtol=0, atol=0)
-    upstream = torch.randn_like(out)
-    grads = torch.autograd.grad(out, (x, weight, bias), upstream)
-    expected_grads = torch.autograd.grad(expected, (x, weight, bias), upstream)
-    # Sums of a few hundred products in another order: float32 rounding.
-    tolerance = (
-        {"rtol": 1e-12, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 2e-5, "atol": 1e-4}
-    )
-    for got, want in zip(grads, expected_grads):
-        assert got.shape == want.shape
-        torch.testing.assert_close(got, want, **tolerance)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("input_grad", [False, True])
-@pytest.mark.parametrize("length", [200, 203])  # single lead: phases padded or cropped
-@pytest.mark.parametrize(
-    "params",
-    [
-        {"in_channels": 1, "out_channels": 4, "kernel_size": 7, "stride": 3},
-        {"in_channels": 1, "out_channels": 3, "kernel_size": 6, "stride": 2, "bias": False},
-        {"in_channels": 1, "out_channels": 2, "kernel_size": 3, "stride": 5},  # stride > kernel
-        {"in_channels": 1, "out_channels": 2, "kernel_size": 4},  # stride 1
-        {"in_channels": 4, "out_channels": 6, "kernel_size": 5, "padding": 2, "bias": False},
-        {"in_channels": 4, "out_channels": 8, "kernel_size": 3, "dilation": 2, "groups": 2},
-        {"in_channels": 2, "out_channels": 3, "kernel_size": 3, "padding": "same"},
-    ],
-)
-def test_conv1d_computes_the_gradients_of_nn_conv1d(params, length, input_grad, dtype):
-    torch.manual_seed(0)
-    conv = _Conv1d(**params).to(dtype)
-    plain = conv.plain()
-    assert type(plain) is nn.Conv1d
-    assert plain.weight is conv.weight and plain.bias is conv.bias
-    assert conv.state_dict().keys() == plain.state_dict().keys()
-    x = torch.randn(5, params["in_channels"], length, dtype=dtype, requires_grad=input_grad)
-    out = conv(x)
-    torch.testing.assert_close(out, plain(x))
-    upstream = torch.randn_like(out)
-    inputs = [*conv.parameters(), *([x] if input_grad else [])]
-    grads = torch.autograd.grad(out, inputs, upstream)
-    ref_grads = torch.autograd.grad(plain(x), inputs, upstream)
-    for g, r in zip(grads, ref_grads):
-        torch.testing.assert_close(g, r)
-    with torch.no_grad():
-        torch.testing.assert_close(conv(x), plain(x))
 
 
 @pytest.mark.parametrize(

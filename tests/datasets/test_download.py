@@ -1,183 +1,32 @@
-"""The fetchers against a local PhysioNet-like HTTP server on 127.0.0.1.
+"""Verified, resumable downloads, through the fetchers, from a local PhysioNet.
 
-The server serves the PTB-XL and Chapman trees built from the real records,
-each with a ``SHA256SUMS.txt`` in PhysioNet's format. It honours HTTP Range
-requests (or, when told, ignores them), and can cut a file short once or
-every time, or serve a file that does not match its checksum.
+The server (``LocalPhysioNet`` in conftest.py) serves the PTB-XL and Chapman
+trees built from the real records, each with a ``SHA256SUMS.txt`` in
+PhysioNet's format. It honours HTTP Range requests (or, when told, ignores
+them), and can cut a file short once or every time, or serve a file that does
+not match its checksum.
 """
 
 import hashlib
 import json
 import re
 import shutil
-import threading
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from sklearn_crocs.datasets import (
-    clear_data_home,
-    fetch_chapman,
-    fetch_ptbxl,
-    get_data_home,
-    load_chapman,
-    load_ptbxl,
-)
-from sklearn_crocs.datasets._fetch import (
-    CHAPMAN_FOLDER,
-    MANIFEST_FILE,
-    PTBXL_FOLDER,
-    TRUST_FILE,
-)
+from sklearn_crocs.datasets import fetch_chapman, fetch_ptbxl
+from sklearn_crocs.datasets._chapman import CHAPMAN_FOLDER
+from sklearn_crocs.datasets._download import TRUST_FILE
+from sklearn_crocs.datasets._ptbxl import PTBXL_FOLDER
+
+from .conftest import sha256_of
 
 TRUNCATED = "records500/08000/08883_hr.dat"
 
 
-def _sha(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _write_checksums(root):
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    lines = [f"{_sha(p)} {p.relative_to(root).as_posix()}" for p in files]
-    (root / "SHA256SUMS.txt").write_text("\n".join(lines) + "\n")
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):  # keep the test output quiet
-        pass
-
-    def do_GET(self):
-        server = self.server
-        relpath = urllib.parse.unquote(urllib.parse.urlparse(self.path).path)
-        relpath = relpath.lstrip("/")
-        range_header = self.headers.get("Range")
-        server.requests.append((relpath, range_header))
-        path = server.root / relpath
-        if not path.is_file():
-            self.send_error(404)
-            return
-        data = path.read_bytes()
-        mode = server.modes.get(relpath)
-        if mode == "corrupt":
-            data = data[:-1] + bytes([data[-1] ^ 0xFF])
-        start = 0
-        if range_header and server.honour_range:
-            start = int(range_header.split("=")[1].split("-")[0])
-            if start >= len(data):
-                self.send_error(416)
-                return
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        else:
-            self.send_response(200)
-        body = data[start:]
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        cut = mode == "truncate_always" or (
-            mode == "truncate_once" and relpath not in server.truncated
-        )
-        if cut:
-            server.truncated.add(relpath)
-            self.wfile.write(body[: len(body) // 2])
-            self.wfile.flush()
-            self.close_connection = True
-            return
-        self.wfile.write(body)
-
-
-class LocalPhysioNet:
-    def __init__(self, root):
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.root = Path(root)
-        self.httpd.requests = []
-        self.httpd.modes = {}
-        self.httpd.truncated = set()
-        self.httpd.honour_range = True
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-        host, port = self.httpd.server_address
-        self.url = f"http://{host}:{port}/"
-
-    @property
-    def requests(self):
-        return self.httpd.requests
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
-
-
-@pytest.fixture
-def ptbxl_server(tmp_path, ptbxl_dir):
-    root = tmp_path / "physionet-ptbxl"
-    shutil.copytree(ptbxl_dir, root)
-    _write_checksums(root)
-    server = LocalPhysioNet(root)
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def chapman_server(tmp_path, chapman_wfdb_dir):
-    root = tmp_path / "physionet-chapman"
-    shutil.copytree(chapman_wfdb_dir, root)
-    _write_checksums(root)
-    server = LocalPhysioNet(root)
-    yield server
-    server.close()
-
-
 def _fetch(server, home, **kwargs):
     return fetch_ptbxl(data_home=home, base_url=server.url, delay=0, **kwargs)
-
-
-def test_fetch_ptbxl_downloads_verifies_and_loads(ptbxl_server, ptbxl_dir, tmp_path):
-    home = tmp_path / "home"
-    bunch = _fetch(ptbxl_server, home)
-    expected = load_ptbxl(ptbxl_dir)
-    np.testing.assert_array_equal(bunch.data, expected.data)
-    pd.testing.assert_frame_equal(bunch.attributes, expected.attributes)
-    root = home / PTBXL_FOLDER
-    fetched = sorted(r for r, _ in ptbxl_server.requests)
-    # Only what the selection needs: the lists, the tables and 500 Hz records.
-    assert "SHA256SUMS.txt" in fetched and "ptbxl_database.csv" in fetched
-    assert not [r for r in fetched if r.startswith("records100/")]
-    assert len([r for r in fetched if r.startswith("records500/")]) == 12
-    for relpath in fetched:
-        assert _sha(root / relpath) == _sha(ptbxl_server.httpd.root / relpath)
-    assert not list(root.rglob("*.part"))
-    assert (root / MANIFEST_FILE).exists()
-    # Everything is there now: a second call makes no request at all.
-    n_requests = len(ptbxl_server.requests)
-    again = _fetch(ptbxl_server, home, download_if_missing=False)
-    assert len(ptbxl_server.requests) == n_requests
-    np.testing.assert_array_equal(again.data, bunch.data)
-
-
-def test_fetch_selection_downloads_a_subset(ptbxl_server, tmp_path):
-    # A base URL without the final slash works too.
-    bunch = fetch_ptbxl(
-        data_home=tmp_path,
-        base_url=ptbxl_server.url.rstrip("/"),
-        delay=0,
-        sampling_rate=100,
-        folds=[4],
-        n_jobs=2,
-    )
-    assert bunch.ecg_ids.tolist() == [8040, 9008]
-    records = sorted(r for r, _ in ptbxl_server.requests if r.startswith("records"))
-    assert records == [
-        "records100/08000/08040_lr.dat", "records100/08000/08040_lr.hea",
-        "records100/09000/09008_lr.dat", "records100/09000/09008_lr.hea",
-    ]  # fmt: skip
 
 
 def test_truncated_download_resumes_with_range(ptbxl_server, tmp_path):
@@ -188,7 +37,7 @@ def test_truncated_download_resumes_with_range(ptbxl_server, tmp_path):
     attempts = [rng for relpath, rng in ptbxl_server.requests if relpath == TRUNCATED]
     assert attempts == [None, f"bytes={size // 2}-"]
     local = tmp_path / PTBXL_FOLDER / TRUNCATED
-    assert _sha(local) == _sha(ptbxl_server.httpd.root / TRUNCATED)
+    assert sha256_of(local) == sha256_of(ptbxl_server.httpd.root / TRUNCATED)
 
 
 def test_server_ignoring_range_restarts_cleanly(ptbxl_server, tmp_path):
@@ -198,7 +47,7 @@ def test_server_ignoring_range_restarts_cleanly(ptbxl_server, tmp_path):
     attempts = [rng for relpath, rng in ptbxl_server.requests if relpath == TRUNCATED]
     assert len(attempts) == 2 and attempts[1] is not None  # asked, got 200
     local = tmp_path / PTBXL_FOLDER / TRUNCATED
-    assert _sha(local) == _sha(ptbxl_server.httpd.root / TRUNCATED)
+    assert sha256_of(local) == sha256_of(ptbxl_server.httpd.root / TRUNCATED)
 
 
 def test_interrupted_download_resumes_in_a_later_call(ptbxl_server, tmp_path):
@@ -257,7 +106,7 @@ def test_corrupted_local_file_is_downloaded_again(ptbxl_server, tmp_path):
     ptbxl_server.requests.clear()
     bunch = _fetch(ptbxl_server, tmp_path)
     assert [r for r, _ in ptbxl_server.requests] == ["records500/09000/09008_hr.dat"]
-    assert _sha(local) == _sha(ptbxl_server.httpd.root / "records500/09000/09008_hr.dat")
+    assert sha256_of(local) == sha256_of(ptbxl_server.httpd.root / "records500/09000/09008_hr.dat")
     assert 9008 in bunch.ecg_ids
 
 
@@ -272,41 +121,6 @@ def test_download_if_missing_false_and_http_errors(ptbxl_server, tmp_path):
         _fetch(ptbxl_server, tmp_path, n_retries=-1)
     with pytest.raises(ValueError, match="base_url must be an http"):
         fetch_ptbxl(data_home=tmp_path, base_url="ftp://example.org/ptb-xl/")
-
-
-def test_fetch_chapman(chapman_server, chapman_wfdb_dir, tmp_path):
-    bunch = fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, delay=0)
-    expected = load_chapman(chapman_wfdb_dir)
-    np.testing.assert_array_equal(bunch.data, expected.data)
-    pd.testing.assert_frame_equal(bunch.attributes, expected.attributes)
-    assert (tmp_path / CHAPMAN_FOLDER / "WFDBRecords/01/010/JS09740.mat").exists()
-    chapman_server.requests.clear()
-    subset = fetch_chapman(
-        data_home=tmp_path / "other", base_url=chapman_server.url, delay=0,
-        records=["JS05457"], target_fs=250,
-    )  # fmt: skip
-    assert subset.data.shape == (1, 12, 2500)
-    assert sorted(r for r, _ in chapman_server.requests) == [
-        "SHA256SUMS.txt",
-        "WFDBRecords/01/010/JS05457.hea",
-        "WFDBRecords/01/010/JS05457.mat",
-    ]
-    with pytest.raises(ValueError, match=r"records \['JS00000'\] are not listed"):
-        fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, records=["JS00000"])
-
-
-def test_data_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("SKLEARN_CROCS_DATA", str(tmp_path / "from-env"))
-    assert get_data_home() == str(tmp_path / "from-env")
-    assert (tmp_path / "from-env").is_dir()
-    assert get_data_home(tmp_path / "explicit") == str(tmp_path / "explicit")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv("SKLEARN_CROCS_DATA")
-    assert get_data_home() == str(tmp_path / "sklearn_crocs_data")
-    clear_data_home(tmp_path / "explicit")
-    assert not (tmp_path / "explicit").exists()
-    with pytest.raises(TypeError, match="data_home must be a str"):
-        get_data_home(3)
 
 
 # ------------------------------------------------ paths that leave data_home
@@ -376,19 +190,6 @@ def test_symlink_in_the_cache_stops_the_fetch(chapman_server, tmp_path, link):
     assert not any(r.startswith("WFDBRecords") for r, _ in chapman_server.requests)
 
 
-@pytest.mark.bad_input("Fetch", "record path in the server's metadata outside data_home", "ValueError")
-def test_ptbxl_table_path_outside_data_home(ptbxl_server, tmp_path):
-    table = ptbxl_server.httpd.root / "ptbxl_database.csv"
-    frame = pd.read_csv(table)
-    frame.loc[frame["ecg_id"] == 8883, "filename_hr"] = "../../escaped/08883_hr"
-    frame.to_csv(table, index=False)
-    _write_checksums(ptbxl_server.httpd.root)
-    with pytest.raises(ValueError, match=r"Refusing the entry '\.\./\.\./escaped/08883_hr\.hea'"):
-        _fetch(ptbxl_server, tmp_path / "home")
-    assert not (tmp_path / "escaped").exists()
-    assert not list((tmp_path / "home" / PTBXL_FOLDER).glob("records500"))
-
-
 # ------------------------------------------------------- the checksum list
 def _trusted(home):
     return json.loads((Path(home) / TRUST_FILE).read_text())
@@ -398,13 +199,13 @@ def _trusted(home):
 def test_checksum_list_trusted_on_first_use(chapman_server, tmp_path):
     home = tmp_path / "home"
     sums = chapman_server.httpd.root / "SHA256SUMS.txt"
-    first = _sha(sums)
+    first = sha256_of(sums)
     fetch_chapman(data_home=home, base_url=chapman_server.url, delay=0, records=["JS05457"])
     assert _trusted(home) == {CHAPMAN_FOLDER: first}
     # The server now serves another list (a file added): a fresh download of
     # the list is refused, naming both hashes.
     _add_listed_file(chapman_server.httpd.root, "WFDBRecords/01/010/JS99999.hea", "x")
-    second = _sha(sums)
+    second = sha256_of(sums)
     local = home / CHAPMAN_FOLDER / "SHA256SUMS.txt"
     local.unlink()
     with pytest.raises(ValueError, match=rf"SHA-256 {second}.*first used .* had SHA-256 {first}"):
@@ -424,7 +225,7 @@ def test_checksum_list_trusted_on_first_use(chapman_server, tmp_path):
 
 @pytest.mark.bad_input("Fetch", "checksum list not matching sha256sums_sha256", "ValueError")
 def test_checksum_list_against_the_given_hash(chapman_server, tmp_path):
-    good = _sha(chapman_server.httpd.root / "SHA256SUMS.txt")
+    good = sha256_of(chapman_server.httpd.root / "SHA256SUMS.txt")
     wrong = "ab" * 32
     with pytest.raises(ValueError, match=rf"has SHA-256 {good}, but sha256sums_sha256='{wrong}'"):
         fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, sha256sums_sha256=wrong)

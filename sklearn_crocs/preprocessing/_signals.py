@@ -1,12 +1,11 @@
-"""Preprocessing of the paper (Appendix A): frames, resampling, normalisation,
-leads as instances and age quartiles.
+"""Signal preprocessing of the paper (Appendix A): frames, resampling,
+normalisation and leads as instances.
 
 CROCS cuts every recording into non-overlapping frames of 2500 samples; for
 Chapman it first downsamples 500 Hz to 250 Hz, treats each lead as its own
 single-lead instance and min-max scales each frame to [0, 1]; for PTB-XL it
-z-scores each frame. Age becomes quartiles fitted on the training set only.
-Attributes and patient ids travel along with every frame/instance so that
-splits stay at the patient level.
+z-scores each frame. Attributes and patient ids travel along with every
+frame/instance so that splits stay at the patient level.
 """
 
 import math
@@ -18,8 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy.signal import resample_poly
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.preprocessing import KBinsDiscretizer
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
 _NORMALIZE_METHODS = ("zscore", "minmax")
 
@@ -81,6 +79,8 @@ def make_frames(X, frame_length=2500, *, attributes=None, groups=None, on_short=
     Attributes and groups of record ``i`` are repeated for each of its frames,
     so splits by patient stay valid after framing.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     X : ndarray of shape (n_records, n_samples) or (n_records, n_leads, \
@@ -111,7 +111,7 @@ n_samples), or list of arrays
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_crocs.datasets import make_frames
+    >>> from sklearn_crocs.preprocessing import make_frames
     >>> X = np.arange(2 * 3 * 10, dtype=float).reshape(2, 3, 10)  # 2 records
     >>> frames, attrs, groups = make_frames(
     ...     X, frame_length=4, attributes=["AFIB", "SR"], groups=[7, 8])
@@ -195,6 +195,8 @@ def resample_signals(X, orig_fs, target_fs):
     paper downsamples Chapman from 500 Hz to 250 Hz. A record of ``n``
     samples becomes ``ceil(n * target_fs / orig_fs)`` samples.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     X : array-like of shape (..., n_samples)
@@ -213,7 +215,7 @@ def resample_signals(X, orig_fs, target_fs):
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_crocs.datasets import resample_signals
+    >>> from sklearn_crocs.preprocessing import resample_signals
     >>> X = np.zeros((3, 12, 5000), dtype=np.float32)
     >>> resample_signals(X, 500, 250).shape
     (3, 12, 2500)
@@ -265,6 +267,8 @@ def normalize_frames(X, method="zscore"):
     maximum to 1. A flat lead (zero standard deviation or range) becomes all
     zeros rather than NaN.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     X : array-like of shape (n_frames, [n_leads,] n_samples)
@@ -279,7 +283,7 @@ def normalize_frames(X, method="zscore"):
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_crocs.datasets import normalize_frames
+    >>> from sklearn_crocs.preprocessing import normalize_frames
     >>> X = np.array([[[0.0, 1.0, 2.0, 3.0], [5.0, 5.0, 5.0, 5.0]]])
     >>> normalize_frames(X, method="minmax")
     array([[[0.        , 0.33333333, 0.66666667, 1.        ],
@@ -303,6 +307,8 @@ class FrameNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     validates the input, and the same frame is normalised the same way in
     training and at prediction time.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     method : {"zscore", "minmax"}, default="zscore"
@@ -324,7 +330,7 @@ class FrameNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_crocs.datasets import FrameNormalizer
+    >>> from sklearn_crocs.preprocessing import FrameNormalizer
     >>> X = np.array([[1.0, 2.0, 3.0], [10.0, 10.0, 10.0]])
     >>> FrameNormalizer(method="zscore").fit_transform(X).round(3)
     array([[-1.225,  0.   ,  1.225],
@@ -392,6 +398,8 @@ def leads_as_instances(X, attributes=None, groups=None):
     ``i * n_leads + j`` is lead ``j`` of record ``i``; attributes and groups
     of record ``i`` are repeated for its ``n_leads`` instances.
 
+    Read more in the :ref:`User Guide <datasets>`.
+
     Parameters
     ----------
     X : array-like of shape (n_records, n_leads, n_samples)
@@ -413,7 +421,7 @@ def leads_as_instances(X, attributes=None, groups=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_crocs.datasets import leads_as_instances
+    >>> from sklearn_crocs.preprocessing import leads_as_instances
     >>> X = np.zeros((2, 12, 2500))
     >>> X1, attrs, groups, lead = leads_as_instances(X, ["SR", "SB"], [1, 2])
     >>> X1.shape
@@ -431,148 +439,3 @@ def leads_as_instances(X, attributes=None, groups=None):
     groups = _repeat_rows(groups, repeats, "groups", n_records)
     lead_index = np.tile(np.arange(n_leads, dtype=np.int64), n_records)
     return X_instances, attributes, groups, lead_index
-
-
-class AgeGroupEncoder(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
-    """Discretise age into quantile groups learned on the training data.
-
-    The paper turns age into quartiles. The bin edges are the quantiles of the
-    ages passed to ``fit`` (scikit-learn's
-    :class:`~sklearn.preprocessing.KBinsDiscretizer` with
-    ``strategy="quantile"``), so fit it on the training split only and reuse
-    it for validation and test data. Ages outside the training range fall
-    into the first or last group.
-
-    Parameters
-    ----------
-    n_groups : int, default=4
-        Number of groups (4: quartiles). Fewer are produced when ties make
-        quantile edges coincide (KBinsDiscretizer then warns).
-    output : {"label", "ordinal"}, default="label"
-        ``"label"``: readable labels such as ``"<=48"``, ``"49-59"``,
-        ``">=70"`` (object dtype); ``"ordinal"``: the group index as float.
-
-    Attributes
-    ----------
-    bin_edges_ : ndarray of shape (`n_groups_` + 1,)
-        Edges of the groups; group ``k`` holds ``bin_edges_[k] <= age <
-        bin_edges_[k + 1]`` (the last group also holds its upper edge).
-    labels_ : list of str
-        Label of each group. When all training ages are whole numbers the
-        labels are whole-year ranges (``"49-59"`` holds 49 to 59 inclusive);
-        otherwise they are half-open intervals.
-    discretizer_ : KBinsDiscretizer
-        The fitted discretiser.
-    n_features_in_ : int
-        Always 1 (a single age column).
-    feature_names_in_ : ndarray of shape (1,)
-        Defined when ``X`` had a string column name.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_crocs.datasets import AgeGroupEncoder
-    >>> ages = np.array([[25], [40], [49], [55], [60], [66], [71], [85]])
-    >>> encoder = AgeGroupEncoder().fit(ages)
-    >>> encoder.labels_
-    ['<=44', '45-57', '58-68', '>=69']
-    >>> encoder.transform([[30], [58], [90]]).ravel().tolist()
-    ['<=44', '58-68', '>=69']
-    """
-
-    def __init__(self, n_groups=4, output="label"):
-        self.n_groups = n_groups
-        self.output = output
-
-    def fit(self, X, y=None):
-        """Learn the group edges from the training ages.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, 1)
-            Ages in years (e.g. ``attributes[["age"]]``). NaN is not allowed.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : AgeGroupEncoder
-        """
-        if self.output not in ("label", "ordinal"):
-            raise ValueError(f"output must be 'label' or 'ordinal', got {self.output!r}.")
-        if (
-            not isinstance(self.n_groups, numbers.Integral)
-            or isinstance(self.n_groups, bool)
-            or self.n_groups < 2
-        ):
-            raise ValueError(f"n_groups must be an int >= 2, got {self.n_groups!r}.")
-        X = self._check_ages(X, reset=True)
-        params = {"n_bins": self.n_groups, "encode": "ordinal", "strategy": "quantile"}
-        if "quantile_method" in KBinsDiscretizer().get_params():
-            params["quantile_method"] = "averaged_inverted_cdf"
-        params["subsample"] = None
-        self.discretizer_ = KBinsDiscretizer(**params).fit(X)
-        self.bin_edges_ = np.asarray(self.discretizer_.bin_edges_[0], dtype=float)
-        integral = bool(np.all(X == np.round(X)))
-        self.labels_ = _group_labels(self.bin_edges_, integral)
-        return self
-
-    def transform(self, X):
-        """Map ages to their group.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, 1)
-            Ages in years.
-
-        Returns
-        -------
-        groups : ndarray of shape (n_samples, 1)
-            Labels (object dtype) or group indices (float), see ``output``.
-        """
-        check_is_fitted(self)
-        X = self._check_ages(X, reset=False)
-        index = self.discretizer_.transform(X)
-        if self.output == "ordinal":
-            return index
-        return np.asarray(self.labels_, dtype=object)[index.astype(int)]
-
-    def _check_ages(self, X, reset):
-        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
-        if X.shape[1] != 1:
-            raise ValueError(
-                f"AgeGroupEncoder takes a single column of ages, got {X.shape[1]} "
-                f"columns; pass e.g. attributes[['age']]."
-            )
-        if not np.all(np.isfinite(X)):
-            raise ValueError(
-                "the ages contain NaN or infinite values; drop or impute the "
-                "records with unknown age before encoding age groups."
-            )
-        return X
-
-
-def _group_labels(edges, integral):
-    inner = edges[1:-1]
-    n = len(edges) - 1
-    if n == 1:
-        return ["all"]
-    if integral:
-        # With whole-number ages, age < e  <=>  age <= ceil(e) - 1.
-        starts = [None] + [math.ceil(e) for e in inner]
-        stops = [math.ceil(e) - 1 for e in inner] + [None]
-        labels = []
-        for start, stop in zip(starts, stops):
-            if start is None:
-                labels.append(f"<={stop}")
-            elif stop is None:
-                labels.append(f">={start}")
-            elif start == stop:
-                labels.append(f"{start}")
-            else:
-                labels.append(f"{start}-{stop}")
-        return labels
-    labels = [f"<{inner[0]:g}"]
-    labels += [f"[{a:g}, {b:g})" for a, b in zip(inner[:-1], inner[1:])]
-    labels.append(f">={inner[-1]:g}")
-    return labels

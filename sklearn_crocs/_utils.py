@@ -1,0 +1,103 @@
+"""Private helpers shared by more than one module of the package; each lives here once."""
+
+import contextlib
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.frozen import FrozenEstimator
+from sklearn.pipeline import Pipeline
+
+
+def _python_value(value):
+    """A numpy scalar as the Python scalar it holds, for readable messages and JSON."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _crocs_step(estimator):
+    """The CROCSClusterer in ``estimator``: itself, or inside a FrozenEstimator or Pipeline."""
+    step = estimator
+    while isinstance(step, (FrozenEstimator, Pipeline)):
+        step = step.estimator if isinstance(step, FrozenEstimator) else step[-1]
+    if not hasattr(step, "get_prototypes"):
+        raise TypeError(
+            "estimator must be a CROCSClusterer, a Pipeline ending in one or either "
+            f"wrapped in sklearn.frozen.FrozenEstimator; got {type(step).__name__}, "
+            "which has no get_prototypes method."
+        )
+    return step
+
+
+def _nearest(embeddings, prototypes, counts):
+    """Index of the most similar prototype (cosine; both sides are unit vectors).
+
+    An all-zero embedding (an encoder that ends in a ReLU can output one) is
+    equally near every prototype; it gets the prototype with the most
+    training ECGs (``counts``), the best guess without evidence, rather than
+    whichever comes first.
+    """
+    nearest = np.argmax(embeddings @ prototypes.T, axis=1)
+    nearest[~embeddings.any(axis=1)] = np.argmax(counts)
+    return nearest
+
+
+def _device_problem(device):
+    """Why torch cannot use ``device`` here, or None if it can."""
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        return f"it is not a torch device ({exc})"
+    if device.type == "cpu":
+        return None
+    backend = torch.backends.mps if device.type == "mps" else getattr(torch, device.type, None)
+    is_available = getattr(backend, "is_available", None)
+    if is_available is None or not is_available():
+        return (
+            f"torch.{device.type}.is_available() is False: this PyTorch build or this "
+            f"machine has no {device.type} device"
+        )
+    count = getattr(backend, "device_count", None)
+    if device.index is not None and count is not None and device.index >= count():
+        return f"only {count()} {device.type} device(s) are visible"
+    return None
+
+
+@contextlib.contextmanager
+def _atomic_path(path):
+    """Yield a temporary path next to ``path``; move it into place on success.
+
+    The temporary file lives in the same folder so that the final
+    :func:`os.replace` is atomic. On error the temporary file is removed and
+    ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # A unique name (not mkstemp, whose 0600 mode would survive the rename):
+    # the caller creates the file, so it gets the usual umask-based mode.
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+def _fused_adam_supported(device):
+    """Whether ``torch.optim.Adam(fused=True)`` runs on ``device`` (CPU: torch >= 2.4).
+
+    The fused update gives the same steps with one kernel instead of a few
+    per parameter tensor.
+    """
+    try:
+        torch.optim.Adam([torch.zeros(1, device=device, requires_grad=True)], fused=True)
+    except Exception:  # older torch, or a device that is not available here
+        return False
+    return True
+
+
+def _silent(*args, **kwargs):
+    """Sink for the training log when ``verbose=0``."""
