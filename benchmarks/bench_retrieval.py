@@ -132,12 +132,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to 10^5, 2 rounds")
     parser.add_argument("--csv", help="also append every table to this CSV file")
+    parser.add_argument("--sizes", type=int, nargs="+", help="database sizes (default: 10^4-10^6)")
+    parser.add_argument("--rounds", type=int, help="rounds of fresh processes (default: 5)")
     args = parser.parse_args(argv)
     write_csv(args.csv)
-    sizes = (
+    sizes = args.sizes or (
         [10_000, 50_000, 100_000] if args.quick else [10_000, 100_000, 250_000, 500_000, 1_000_000]
     )
     rounds, repeats = (2, 3) if args.quick else (5, 3)
+    rounds = args.rounds or rounds
     print(f"Machine: {machine_summary()}")
     print(f"Before: {_load()}")
     start = time.perf_counter()

@@ -15,7 +15,14 @@ from ._base import CROCS_DEFAULTS
 __all__ = ["DTC"]
 
 _D = CROCS_DEFAULTS
-_FIXED = {"missing": "error", "crop": 1.0, "amplitude_jitter": 0.0, "callbacks": None}
+_FIXED = {
+    "missing": "error",
+    "ordinal": None,
+    "continuous": None,
+    "crop": 1.0,
+    "amplitude_jitter": 0.0,
+    "callbacks": None,
+}
 
 
 def student_t_log_assignment(embeddings, prototypes, alpha=1.0):
@@ -229,11 +236,13 @@ class DTC(CROCSClusterer):
         self.memory_budget = memory_budget
 
     # CROCSClusterer's settings that DTC does not expose: the paper's DTC trains
-    # on whole, unperturbed ECGs whose attributes are all known.
+    # on whole, unperturbed ECGs whose attributes are all known, as labels.
     missing = _FIXED["missing"]
     crop = _FIXED["crop"]
     amplitude_jitter = _FIXED["amplitude_jitter"]
     callbacks = _FIXED["callbacks"]
+    ordinal = _FIXED["ordinal"]
+    continuous = _FIXED["continuous"]
 
     def _criterion(self, partial_combinations=None):
         # missing="error": fit rejects missing attributes before this point.
