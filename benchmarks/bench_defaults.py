@@ -47,6 +47,7 @@ VARIANTS = {
     "early stopping on 10 %": {"validation_fraction": 0.1, "max_epochs": 100},
     "lr = 1e-4": {"lr": 1e-4},
     "80 epochs": {"max_epochs": 80},
+    "age groups unordered (ordinal=None, paper)": {"ordinal": None},
 }
 
 METRICS = {

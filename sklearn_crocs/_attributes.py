@@ -8,6 +8,7 @@ from sklearn.preprocessing import OrdinalEncoder
 from sklearn.utils.validation import check_consistent_length
 
 from ._utils import _python_value
+from .preprocessing import AgeGroupEncoder
 
 COMBINATION = "combination"
 
@@ -170,15 +171,25 @@ class AttributeCodec:
         for a DataFrame ``y``.
     layout : {"1d", "2d", "frame"}
         How ``y`` came: 1-D, 2-D or a DataFrame; :meth:`decode` answers alike.
+    bin_edges : dict of str to ndarray, default=None
+        Continuous attributes binned by :meth:`fit`: the edges of each one's
+        bins (bin ``k`` holds ``edges[k] <= value < edges[k + 1]``, values
+        outside fall into the first or last bin), whose labels are its
+        ``categories``. Numbers in such a column of any ``y`` read later are
+        binned the same way; labels pass as they are.
     """
 
-    def __init__(self, names, categories, dtypes, layout):
+    def __init__(self, names, categories, dtypes, layout, bin_edges=None):
         if not 0 < len(names) == len(categories) == len(dtypes) or layout not in LAYOUTS:
             raise ValueError("inconsistent description of the attributes")
         self.names = [str(n) for n in names]
         self.categories = list(categories)
         self.dtypes = list(dtypes)
         self.layout = layout
+        self.bin_edges = {str(k): np.asarray(v, dtype=float) for k, v in (bin_edges or {}).items()}
+        for name, edges in self.bin_edges.items():
+            if name not in self.names or len(edges) != len(categories[self.names.index(name)]) + 1:
+                raise ValueError("inconsistent description of the attributes")
         self.shape = tuple(len(c) for c in self.categories)
         for name, cats in zip(self.names, self.categories):
             if len(cats) < 2:
@@ -203,14 +214,38 @@ class AttributeCodec:
         for j, column in enumerate(columns):
             self.values[:, j] = column
 
+    @property
+    def ordinal(self):
+        """Whether each attribute is ordinal: a pandas ordered categorical in ``y``."""
+        return [isinstance(d, pd.CategoricalDtype) and bool(d.ordered) for d in self.dtypes]
+
     @classmethod
-    def fit(cls, y, n_samples, *, allow_missing=False):
+    def fit(cls, y, n_samples, *, allow_missing=False, continuous=None):
         """Learn the attributes of ``y``, the targets of ``n_samples`` ECGs.
 
         With ``allow_missing``, ``y`` may hold missing values (NaN, None,
         pd.NA); the categories are the values seen, never "missing".
+        ``continuous`` maps names of numeric columns of a DataFrame ``y``
+        to a number of bins: each becomes an ordered categorical of quantile
+        bins of its known values (:class:`~sklearn_crocs.preprocessing.AgeGroupEncoder`).
         """
         frame, layout = _read(y, n_samples, allow_missing=allow_missing)
+        bin_edges = {}
+        for name, n_bins in (continuous or {}).items():
+            if layout != "frame" or name not in frame.columns:
+                raise ValueError(
+                    f"continuous names {name!r}, which is not a column of y; continuous "
+                    f"attributes are columns of a DataFrame y (columns: {list(frame.columns)})."
+                )
+            column = frame[name]
+            if not pd.api.types.is_numeric_dtype(column.dtype):
+                raise TypeError(
+                    f"continuous attribute {name!r} must hold numbers; got dtype {column.dtype}."
+                )
+            known = column.notna().to_numpy()
+            binner = AgeGroupEncoder(n_groups=n_bins).fit(column[known].to_numpy(float)[:, None])
+            bin_edges[name] = binner.bin_edges_
+            frame[name] = _bin(column, binner.bin_edges_, binner.labels_)
         observed = []
         for name in frame.columns:
             if not frame[name].notna().any():
@@ -235,7 +270,13 @@ class AttributeCodec:
             else seen
             for n, seen in zip(frame.columns, observed)
         ]
-        return cls(frame.columns, categories, frame.dtypes, layout)
+        for name, edges in bin_edges.items():
+            if len(categories[list(frame.columns).index(name)]) != len(edges) - 1:
+                raise ValueError(
+                    f"A quantile bin of continuous attribute {name!r} holds no known value "
+                    "of y; use fewer bins."
+                )
+        return cls(frame.columns, categories, frame.dtypes, layout, bin_edges)
 
     def position(self, attribute, what="attribute"):
         """Column of ``attribute``, a name or a position; ``what`` names it in errors."""
@@ -253,9 +294,17 @@ class AttributeCodec:
             )
         return int(attribute)
 
-    def read(self, y, n_samples=None):
-        """``y`` as a DataFrame with the fitted attribute names; arrays are matched by position."""
-        return _read(y, n_samples, self.names)[0]
+    def read(self, y, n_samples=None, *, allow_missing=False):
+        """``y`` as a DataFrame with the fitted attribute names; arrays are matched by position.
+
+        Numbers in the columns of continuous attributes are binned as in fit.
+        """
+        frame = _read(y, n_samples, self.names, allow_missing=allow_missing)[0]
+        for name, edges in self.bin_edges.items():
+            if pd.api.types.is_numeric_dtype(frame[name].dtype):
+                labels = self.categories[self.names.index(name)]
+                frame[name] = _bin(frame[name], edges, labels)
+        return frame
 
     def codes(self, y, n_samples=None, *, allow_missing=False):
         """Value code of each attribute of each row of ``y``: shape (n_samples, n_attributes).
@@ -264,7 +313,7 @@ class AttributeCodec:
         (allowed only with ``allow_missing``) gets ``-1``. Values not seen in
         fit raise a ValueError.
         """
-        frame = _read(y, n_samples, self.names, allow_missing=allow_missing)[0]
+        frame = self.read(y, n_samples, allow_missing=allow_missing)
         codes = np.empty(frame.shape, dtype=np.intp)
         for j, (name, cats) in enumerate(zip(self.names, self.categories)):
             column = np.asarray(frame[name], dtype=object)
@@ -318,3 +367,12 @@ class AttributeCodec:
         """The combinations ``index`` for messages (``limit`` at most): ``"('SB', 'F'); ..."``."""
         listed = "; ".join(str(tuple(map(_python_value, self.values[i]))) for i in index[:limit])
         return listed + (f" and {len(index) - limit} more" if len(index) > limit else "")
+
+
+def _bin(column, edges, labels):
+    """Numbers of ``column`` as an ordered categorical of ``labels``, one per bin of ``edges``."""
+    values = column.to_numpy(dtype=float, na_value=np.nan)
+    # As KBinsDiscretizer: inner edges only, so outliers join the end bins.
+    index = np.searchsorted(edges[1:-1], values, side="right")
+    codes = np.where(np.isnan(values), -1, index)
+    return pd.Categorical.from_codes(codes, categories=list(labels), ordered=True)

@@ -130,6 +130,23 @@ class CROCSClusterer(
         see :ref:`missing_attributes`; a missing class raises a
         ``ValueError``. ``"error"``: any missing value raises a
         ``ValueError``. Prediction is the same either way.
+    ordinal : "auto", list of str or None, default="auto"
+        Attributes whose values are ordered (age groups, say): the distance
+        between their ranks, ``|rank_i - rank_j|``, replaces the 0/1
+        mismatch in the soft weights ``q(A_i, A_j)`` and in the
+        regulariser's Hamming distance, so that neighbouring groups count
+        as closer than distant ones (see :ref:`ordinal_attributes`).
+        ``"auto"``: the pandas ordered categorical columns of ``y``
+        (and the ``continuous`` ones); a list: those attributes, ranked in
+        the order of ``categories_``; ``None``: every attribute nominal
+        (the paper's setting).
+    continuous : dict of str to int, default=None
+        Numeric columns of a DataFrame ``y`` to bin inside the estimator,
+        each into the given number of quantile bins of its training values
+        (``{"age": 4}``: quartiles, as the paper's age groups); they become
+        ordered attributes whose values are bin labels such as ``"45-58"``,
+        with the edges in ``bin_edges_``. Numbers given later (to
+        :meth:`score`, the scorers) are binned with the same edges.
     max_epochs : int, default=40
         Number of passes over the training data (the most, with early
         stopping).
@@ -214,6 +231,10 @@ class CROCSClusterer(
         Values of each attribute seen in ``fit``: sorted, or in the declared
         order for a pandas categorical column. Prototypes enumerate the
         combinations in this order.
+    bin_edges_ : dict of str to ndarray
+        Edges of the bins of each ``continuous`` attribute (empty without
+        any): bin ``k`` holds values in ``[edges[k], edges[k + 1])``, the
+        first and last bins also the values beyond them.
     attribute_codec_ : AttributeCodec
         The attributes as ``fit`` saw them in ``y`` (names, categories,
         dtypes, layout), which reads, encodes and decodes attribute values
@@ -291,6 +312,8 @@ class CROCSClusterer(
         "prototypes": [StrOptions({"learned", "mean"})],
         "class_attribute": [Interval(Integral, 0, None, closed="left"), str],
         "missing": [StrOptions({"marginalise", "error"})],
+        "ordinal": [StrOptions({"auto"}), list, None],
+        "continuous": [dict, None],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "lr": [Interval(Real, 0, None, closed="neither")],
@@ -318,6 +341,8 @@ class CROCSClusterer(
         prototypes="learned",
         class_attribute=0,
         missing="marginalise",
+        ordinal="auto",
+        continuous=None,
         max_epochs=40,
         batch_size=128,
         lr=1e-3,
@@ -342,6 +367,8 @@ class CROCSClusterer(
         self.prototypes = prototypes
         self.class_attribute = class_attribute
         self.missing = missing
+        self.ordinal = ordinal
+        self.continuous = continuous
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr
@@ -401,9 +428,18 @@ class CROCSClusterer(
         ``partial`` (value codes, ``-1`` where missing); ``classes[i]``: its
         class code.
         """
+        for name, n_bins in (self.continuous or {}).items():
+            if not isinstance(n_bins, Integral) or isinstance(n_bins, bool) or n_bins < 2:
+                raise ValueError(
+                    f"continuous={self.continuous!r}: the number of bins of {name!r} must be "
+                    "an int >= 2."
+                )
         codec = self.attribute_codec_ = AttributeCodec.fit(
-            y, n_samples, allow_missing=self.missing == "marginalise"
+            y, n_samples, allow_missing=self.missing == "marginalise", continuous=self.continuous
         )
+        if isinstance(self.ordinal, list):
+            for name in self.ordinal:
+                codec.position(name, "ordinal")
         names = codec.names
         self._class_index = codec.position(self.class_attribute, "class_attribute")
         target, partial = codec.encode_partial(y)
@@ -432,6 +468,20 @@ class CROCSClusterer(
     @property
     def categories_(self):
         return self.attribute_codec_.categories
+
+    @property
+    def bin_edges_(self):
+        return self.attribute_codec_.bin_edges
+
+    def _ordinal_mask(self):
+        """Which attributes the loss treats as ordinal (codes are ranks)."""
+        codec = self.attribute_codec_
+        if self.ordinal is None:
+            return [False] * len(codec.names)
+        if self.ordinal == "auto":
+            return codec.ordinal
+        positions = {codec.position(name, "ordinal") for name in self.ordinal}
+        return [j in positions for j in range(len(codec.names))]
 
     # ---------------------------------------------------------------- fitting
     def _build_net(self, n_leads, n_timepoints, seed, valid_dataset, partial_combinations=None):
@@ -496,6 +546,7 @@ class CROCSClusterer(
             criterion__loss=self.loss,
             criterion__reg_reduction=self.reg_reduction,
             criterion__partial_combinations=partial_combinations,
+            criterion__ordinal=self._ordinal_mask(),
             optimizer=torch.optim.Adam,
             optimizer__fused=_fused_adam_supported(self.device),
             lr=self.lr,

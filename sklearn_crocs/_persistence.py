@@ -317,6 +317,7 @@ def _clusterer_state(model, prefix=""):
             for n, d in zip(codec.names, codec.dtypes)
         ],
         "y_kind": codec.layout,
+        "bin_edges": {name: edges.tolist() for name, edges in codec.bin_edges.items()},
         "class_index": model._class_index,
         "input_shape": list(model.input_shape_),
         "fit_ndim": model._fit_ndim,
@@ -401,6 +402,8 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
         [_decode_values(c) for c in document["categories"]],
         [_decode_dtype(d) for d in document["attribute_dtypes"]],
         document["y_kind"],
+        # Files written before continuous attributes existed have no bin edges.
+        document.get("bin_edges"),
     )
     model._class_index = int(document["class_index"])
     model.input_shape_ = tuple(int(n) for n in document["input_shape"])

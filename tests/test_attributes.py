@@ -175,3 +175,45 @@ def test_position_of_an_attribute():
         codec.position(3)
     with pytest.raises(TypeError, match="attribute must be an attribute name or position"):
         codec.position(True)
+
+
+def test_ordinal_means_an_ordered_categorical_column():
+    y = pd.DataFrame(
+        {
+            "dx": ["MI", "NORM", "MI"],
+            "sex": pd.Categorical(["F", "M", "F"]),
+            "age": pd.Categorical(["old", "young", "old"], ["young", "old"], ordered=True),
+        }
+    )
+    assert AttributeCodec.fit(y, 3).ordinal == [False, False, True]
+    assert AttributeCodec.fit(y.to_numpy(), 3).ordinal == [False, False, False]
+
+
+def test_continuous_columns_become_ordered_quantile_bins():
+    ages = [23, 35, 41, 50, 58, 62, 67, 71, 80, np.nan]
+    y = pd.DataFrame({"dx": ["MI", "NORM"] * 5, "age": ages})
+    codec = AttributeCodec.fit(y, 10, allow_missing=True, continuous={"age": 3})
+    edges = codec.bin_edges["age"]
+    assert edges[0] == 23 and edges[-1] == 80 and len(edges) == 4
+    assert codec.ordinal == [False, True]
+    labels = list(codec.categories[1])
+    # Whole-year labels (the AgeGroupEncoder's) in increasing order.
+    assert labels[0].startswith("<=") and labels[-1].startswith(">=")
+    codes = codec.codes(y, allow_missing=True)[:, 1]
+    np.testing.assert_array_equal(codes, [0, 0, 0, 1, 1, 1, 2, 2, 2, -1])
+    # Later numbers: binned with the same edges, outliers into the end bins;
+    # labels pass as they are.
+    later = pd.DataFrame({"dx": ["MI"] * 4, "age": [5.0, 51.0, 200.0, 60.0]})
+    np.testing.assert_array_equal(codec.codes(later)[:, 1], [0, 1, 2, 1])
+    as_labels = pd.DataFrame({"dx": ["MI"], "age": [labels[2]]})
+    assert codec.codes(as_labels)[0, 1] == 2
+    decoded = codec.decode(codec.encode(later))
+    assert decoded["age"].tolist() == [labels[0], labels[1], labels[2], labels[1]]
+
+
+def test_bin_edges_must_match_the_categories():
+    with pytest.raises(ValueError, match="inconsistent"):
+        AttributeCodec(
+            ["age"], [np.array(["<=40", ">=41"], dtype=object)], [object], "frame",
+            {"age": [20, 40, 60, 80]},
+        )  # fmt: skip

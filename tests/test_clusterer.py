@@ -894,3 +894,89 @@ def test_predict_proba_marginals_follow_the_declared_category_order(synthetic):
         model.predict_proba(X, attribute="age")
     with pytest.raises(ValueError, match="attribute=3 but y has only 3 attribute"):
         model.predict_proba(X, attribute=3)
+
+
+# ------------------------------------------------- ordinal and continuous attributes
+def _with_ages(y, seed=0):
+    """Whole-year ages consistent with the age groups: 30-59 for <60, 60-89 for >=60."""
+    rng = np.random.RandomState(seed)
+    old = (y["age_group"] == ">=60").to_numpy()
+    age = np.where(old, 60, 30) + rng.randint(0, 30, len(y))
+    return y.drop(columns="age_group").assign(age=age)
+
+
+def test_ordered_categoricals_are_ordinal_in_the_loss(synthetic):
+    X, y, _ = synthetic
+    y = y.assign(
+        age_group=pd.Categorical(y["age_group"], categories=["<60", ">=60"], ordered=True),
+        sex=pd.Categorical(y["sex"]),  # a categorical, but not ordered: nominal
+    )
+    auto = _model(max_epochs=1).fit(X, y)
+    assert auto._ordinal_mask() == [False, False, True]
+    named = _model(max_epochs=1, ordinal=["sex"]).fit(X, y)
+    assert named._ordinal_mask() == [False, True, False]
+    nominal = _model(max_epochs=1, ordinal=None).fit(X, y)
+    assert nominal._ordinal_mask() == [False, False, False]
+    # Two age groups: ranks 0 and 1 differ by 1, as a nominal mismatch does.
+    np.testing.assert_array_equal(auto.net_.criterion_.weights, nominal.net_.criterion_.weights)
+    with pytest.raises(ValueError, match="ordinal='weight' is not an attribute"):
+        _model(max_epochs=1, ordinal=["weight"]).fit(X, y)
+
+
+def test_continuous_attribute_is_binned_into_ordered_quantile_groups(synthetic):
+    X, y, _ = synthetic
+    y = _with_ages(y)
+    model = _model(max_epochs=2, continuous={"age": 3}).fit(X, y)
+    edges = model.bin_edges_["age"]
+    assert len(edges) == 4 and np.all(np.diff(edges) > 0)
+    assert edges[0] == y["age"].min() and edges[-1] == y["age"].max()
+    labels = list(model.categories_[2])
+    assert len(labels) == 3 and labels[0].startswith("<=") and labels[-1].startswith(">=")
+    assert model._ordinal_mask() == [False, False, True]
+    # Three ranks: the loss's weights distinguish ranks 1 and 2 away.
+    weights = model.net_.criterion_.weights.numpy()
+    first = model.attribute_codec_.encode(
+        pd.DataFrame({"rhythm": ["SR"] * 3, "sex": ["F"] * 3, "age": labels})
+    )
+    assert weights[first[0], first[1]] > weights[first[0], first[2]] > 0
+    # Predictions are bin labels; numbers given later are binned with the same edges.
+    predicted = model.predict(X)
+    assert set(predicted["age"]) <= set(labels)
+    cut = pd.cut(y["age"], [-np.inf, edges[1], edges[2], np.inf], right=False, labels=labels)
+    binned = y.assign(age=cut.astype(object))
+    np.testing.assert_array_equal(
+        model.attribute_codec_.read(y)["age"].astype(object), binned["age"]
+    )
+    assert model.score(X, y) == model.score(X, binned)
+
+
+def test_continuous_attribute_with_missing_values_and_save(synthetic, tmp_path):
+    X, y, groups = synthetic
+    y = _with_ages(y).astype({"age": float})
+    y.loc[::5, "age"] = np.nan
+    model = _model(max_epochs=2, continuous={"age": 2}).fit(X, y, groups=groups)
+    assert model.prototypes_.shape[0] == 3 * 2 * 2
+    path = tmp_path / "model.safetensors"
+    model.save(path)
+    loaded = CROCSClusterer.load(path)
+    np.testing.assert_array_equal(loaded.bin_edges_["age"], model.bin_edges_["age"])
+    pd.testing.assert_frame_equal(loaded.predict(X), model.predict(X))
+    known = y["age"].notna().to_numpy()
+    assert loaded.score(X[known], y[known]) == model.score(X[known], y[known])
+
+
+@pytest.mark.parametrize(
+    "continuous, y_kind, error, match",
+    [
+        ({"age": 1}, "frame", ValueError, "int >= 2"),
+        ({"weight": 3}, "frame", ValueError, "'weight', which is not a column"),
+        ({"sex": 2}, "frame", TypeError, "must hold numbers"),
+        ({"attribute_2": 2}, "array", ValueError, "columns of a DataFrame y"),
+    ],
+)
+def test_continuous_errors(synthetic, continuous, y_kind, error, match):
+    X, y, _ = synthetic
+    y = _with_ages(y)
+    y = y if y_kind == "frame" else y.to_numpy()
+    with pytest.raises(error, match=match):
+        _model(max_epochs=1, continuous=continuous).fit(X, y)

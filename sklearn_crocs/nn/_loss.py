@@ -20,12 +20,47 @@ def _as_combinations(combinations):
     return combinations
 
 
+def _check_ordinal(ordinal, combinations):
+    """``ordinal`` as a boolean mask over the attributes (all False for None)."""
+    n_attributes = combinations.shape[1]
+    if ordinal is None:
+        return np.zeros(n_attributes, dtype=bool)
+    ordinal = np.asarray(ordinal)
+    if ordinal.dtype != bool or ordinal.shape != (n_attributes,):
+        raise ValueError(
+            f"ordinal must be None or {n_attributes} booleans, one per attribute; "
+            f"got {ordinal!r}."
+        )
+    if ordinal.any() and not np.issubdtype(combinations.dtype, np.number):
+        raise ValueError(
+            "ordinal attributes need numeric codes (their ranks) in combinations; "
+            f"got dtype {combinations.dtype}."
+        )
+    return ordinal
+
+
+def _mismatches(combinations, ordinal):
+    """Summed attribute distances between combinations, shape (n, n).
+
+    A nominal attribute counts 0 (equal) or 1 (different); an ordinal one
+    the distance between the ranks, ``|rank_i - rank_j|``.
+    """
+    total = np.zeros((len(combinations), len(combinations)))
+    for a, is_ordinal in enumerate(ordinal):
+        column = combinations[:, a]
+        if is_ordinal:
+            total += np.abs(column[:, None].astype(float) - column[None, :])
+        else:
+            total += column[:, None] != column[None, :]
+    return total
+
+
 def _consistent(partial, combinations):
     """``mask[r, j]``: combination ``j`` has every known (not ``-1``) value of ``partial[r]``."""
     return ((partial[:, None, :] == combinations[None]) | (partial[:, None, :] < 0)).all(-1)
 
 
-def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
+def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0, ordinal=None):
     """Soft-assignment weights ``w[i, j]`` between attribute combinations.
 
     For an ECG with attribute combination ``A_i`` and a prototype with ``A_j``,
@@ -33,6 +68,12 @@ def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
 
         w[i, j] = exp(q_ij) / sum_{l: class_l == class_i} exp(q_il)  if class_j == class_i
         w[i, j] = 0                                                   otherwise
+
+    With ``ordinal``, an ordinal attribute (age groups, say) contributes
+    ``1 - |rank_i - rank_j|`` instead of 1 or 0 to the count, so that a
+    neighbouring age group weighs more than a distant one:
+    ``q = (n_attributes - sum_a d_a(A_i, A_j)) / tau_w`` with ``d_a`` the 0/1
+    mismatch of a nominal attribute and the rank distance of an ordinal one.
 
     The weights depend only on the two combinations, so the whole table is
     computed once per fit rather than per mini-batch.
@@ -48,6 +89,9 @@ def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
     tau_w : float, default=1.0
         Temperature of the weights. ``math.inf`` gives uniform weights over the
         prototypes of the same class.
+    ordinal : array-like of bool of shape (n_attributes,), default=None
+        Which attributes are ordinal; their codes in ``combinations`` are
+        their ranks. None: every attribute is nominal.
 
     Returns
     -------
@@ -65,11 +109,19 @@ def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0):
            [0.269, 0.731, 0.   , 0.   ],
            [0.   , 0.   , 0.731, 0.269],
            [0.   , 0.   , 0.269, 0.731]])
+
+    With an ordinal second attribute of three ranks, rank 2 is further from
+    rank 0 than rank 1 is:
+
+    >>> ranks = np.array([[0, 0], [0, 1], [0, 2]])
+    >>> attribute_weight_table(ranks, ordinal=[False, True])[0].round(3)
+    array([0.665, 0.245, 0.09 ])
     """
     combinations = _as_combinations(combinations)
     if not tau_w > 0:
         raise ValueError(f"tau_w must be positive (or math.inf); got {tau_w!r}.")
-    n_equal = (combinations[:, None, :] == combinations[None, :, :]).sum(axis=-1)
+    ordinal = _check_ordinal(ordinal, combinations)
+    n_equal = combinations.shape[1] - _mismatches(combinations, ordinal)
     same_class = combinations[:, None, class_attribute] == combinations[None, :, class_attribute]
     q = np.zeros(n_equal.shape) if math.isinf(tau_w) else n_equal / tau_w
     q = np.where(same_class, q, -np.inf)
@@ -111,7 +163,8 @@ class CROCSLoss(nn.Module):
 
         L_reg = sum_{j, k: class_j == class_k} (||p_j - p_k|| - beta * Hamming(A_j, A_k))^2
 
-    with L2-normalised prototypes, or with ``reg_reduction="mean"`` its mean
+    (with ``ordinal`` attributes, the Hamming distance counts their rank
+    distance instead of 0 or 1, as in the weights) with L2-normalised prototypes, or with ``reg_reduction="mean"`` its mean
     over the ordered pairs ``j != k`` (the paper's text calls the term a
     mean-squared error; Eq. 3 writes the sum). Log-softmax is evaluated
     stably in the dtype of the inputs (float32 or float64).
@@ -162,6 +215,10 @@ class CROCSLoss(nn.Module):
         of ``combinations`` must then be non-negative integers). Target
         ``n_prototypes + r`` stands for an ECG with the known attributes of
         row ``r``. The class attribute must be known in every row.
+    ordinal : array-like of bool of shape (n_attributes,), default=None
+        Which attributes are ordinal (codes are ranks): their rank distance
+        replaces the 0/1 mismatch in the soft weights and in the
+        regulariser's Hamming distance. None: every attribute is nominal.
 
     Attributes
     ----------
@@ -175,7 +232,8 @@ class CROCSLoss(nn.Module):
         Boolean buffer of the prototypes consistent with each target, for
         the hard loss with ``partial_combinations``; None otherwise.
     hamming : torch.Tensor of shape (n_prototypes, n_prototypes)
-        Buffer with ``beta`` times the Hamming distances between combinations.
+        Buffer with ``beta`` times the Hamming distances between combinations
+        (rank distances for ordinal attributes).
     same_class : torch.Tensor of shape (n_prototypes, n_prototypes)
         Boolean buffer, True where two prototypes share the class attribute.
 
@@ -218,9 +276,11 @@ class CROCSLoss(nn.Module):
         reg_reduction="sum",
         prototype_init=None,
         partial_combinations=None,
+        ordinal=None,
     ):
         super().__init__()
         combinations = _as_combinations(combinations)
+        ordinal = _check_ordinal(ordinal, combinations)
         if loss not in ("soft", "hard"):
             raise ValueError(f"loss must be 'soft' or 'hard'; got {loss!r}.")
         if reg_reduction not in ("sum", "mean"):
@@ -252,7 +312,7 @@ class CROCSLoss(nn.Module):
             weights = np.eye(n_prototypes)
         else:
             weights = attribute_weight_table(
-                combinations, class_attribute=class_attribute, tau_w=tau_w
+                combinations, class_attribute=class_attribute, tau_w=tau_w, ordinal=ordinal
             )
         consistent = None
         if partial_combinations is not None:
@@ -263,7 +323,7 @@ class CROCSLoss(nn.Module):
                 [weights, consistent @ weights / consistent.sum(axis=1, keepdims=True)]
             )
             consistent = np.vstack([np.eye(n_prototypes, dtype=bool), consistent])
-        mismatches = (combinations[:, None, :] != combinations[None, :, :]).sum(-1)
+        mismatches = _mismatches(combinations, ordinal)
         same_class = (
             combinations[:, None, class_attribute] == combinations[None, :, class_attribute]
         )

@@ -12,8 +12,14 @@ from sklearn_crocs.nn import CROCSLoss, attribute_weight_table
 COMBINATIONS = np.array(list(itertools.product(range(3), range(2), range(4))))  # M = 24
 
 
-def _naive_weights(combinations, class_attribute, tau_w):
+def _distance(a, b, is_ordinal):
+    """One attribute's mismatch: 0/1, or the rank distance of an ordinal attribute."""
+    return abs(int(a) - int(b)) if is_ordinal else int(a != b)
+
+
+def _naive_weights(combinations, class_attribute, tau_w, ordinal=None):
     """w_ij of Eq. 2, element by element."""
+    ordinal = ordinal or [False] * len(combinations[0])
     m = len(combinations)
     w = np.zeros((m, m))
     for i in range(m):
@@ -24,7 +30,9 @@ def _naive_weights(combinations, class_attribute, tau_w):
         ]
         q = {}
         for j in same:
-            n_equal = sum(int(a == b) for a, b in zip(combinations[i], combinations[j]))
+            n_equal = sum(
+                1 - _distance(a, b, o) for a, b, o in zip(combinations[i], combinations[j], ordinal)
+            )
             q[j] = 0.0 if math.isinf(tau_w) else n_equal / tau_w
         denominator = sum(math.exp(q[l]) for l in same)  # noqa: E741
         for j in same:
@@ -33,13 +41,29 @@ def _naive_weights(combinations, class_attribute, tau_w):
 
 
 def _naive_loss(
-    v, p, targets, combinations, *, tau_s, tau_w, beta, kind, class_attribute=0, reduction="sum"
+    v,
+    p,
+    targets,
+    combinations,
+    *,
+    tau_s,
+    tau_w,
+    beta,
+    kind,
+    class_attribute=0,
+    reduction="sum",
+    ordinal=None,
 ):
     """L_NCE + L_reg with explicit loops (float64 math, returned as a Python float)."""
     v = v.detach().double().numpy()
     p = p.detach().double().numpy()
     m = len(p)
-    weights = np.eye(m) if kind == "hard" else _naive_weights(combinations, class_attribute, tau_w)
+    ordinal = ordinal or [False] * len(combinations[0])
+    weights = (
+        np.eye(m)
+        if kind == "hard"
+        else _naive_weights(combinations, class_attribute, tau_w, ordinal)
+    )
     nce = 0.0
     for i in range(len(v)):
         s = [
@@ -60,7 +84,9 @@ def _naive_loss(
                     continue
                 pj = p[j] / np.linalg.norm(p[j])
                 pk = p[k] / np.linalg.norm(p[k])
-                hamming = sum(int(a != b) for a, b in zip(combinations[j], combinations[k]))
+                hamming = sum(
+                    _distance(a, b, o) for a, b, o in zip(combinations[j], combinations[k], ordinal)
+                )
                 reg += (np.linalg.norm(pj - pk) - beta * hamming) ** 2
                 n_pairs += j != k
     if reduction == "mean" and n_pairs:
@@ -76,6 +102,15 @@ CASES = [
     pytest.param({"kind": "hard", "tau_w": 1.0, "beta": 0.4}, id="nce-hard+reg"),
     pytest.param(
         {"kind": "soft", "tau_w": 1.0, "beta": 0.2, "reduction": "mean"}, id="nce-soft+mean-reg"
+    ),
+    # The third attribute (4 values) ordinal: rank distances in q and in the Hamming term.
+    pytest.param(
+        {"kind": "soft", "tau_w": 0.5, "beta": 0.2, "ordinal": [False, False, True]},
+        id="nce-soft+reg-ordinal",
+    ),
+    pytest.param(
+        {"kind": "hard", "tau_w": 1.0, "beta": 0.3, "ordinal": [False, True, True]},
+        id="nce-hard+reg-ordinal",
     ),
 ]
 
@@ -97,6 +132,7 @@ def test_loss_matches_naive_loop(case, dtype):
         loss=case["kind"],
         reg_reduction=case.get("reduction", "sum"),
         prototype_init=torch.as_tensor(p0, dtype=dtype),
+        ordinal=case.get("ordinal"),
     )
     assert criterion.prototypes.dtype == dtype
     nce, reg = criterion.loss_parts(v, torch.as_tensor(targets))
@@ -110,6 +146,7 @@ def test_loss_matches_naive_loop(case, dtype):
         beta=case["beta"],
         kind=case["kind"],
         reduction=case.get("reduction", "sum"),
+        ordinal=case.get("ordinal"),
     )
     rtol = 1e-5 if dtype == torch.float32 else 1e-12
     assert nce.dtype == dtype and reg.dtype == dtype
@@ -154,6 +191,30 @@ def test_weight_table_matches_naive(tau_w):
     np.testing.assert_allclose(table.sum(axis=1), 1.0)
     other_class = COMBINATIONS[:, None, 0] != COMBINATIONS[None, :, 0]
     assert np.all(table[other_class] == 0)
+
+
+@pytest.mark.parametrize("ordinal", [[False, True, False], [False, False, True], [True] * 3])
+@pytest.mark.parametrize("tau_w", [0.5, math.inf])
+def test_ordinal_weight_table_matches_naive(ordinal, tau_w):
+    table = attribute_weight_table(COMBINATIONS, tau_w=tau_w, ordinal=ordinal)
+    np.testing.assert_allclose(table, _naive_weights(COMBINATIONS, 0, tau_w, ordinal), rtol=1e-12)
+
+
+def test_ordinal_weights_fall_with_rank_distance():
+    # Same class and second attribute; the third (4 ranks) ordinal: from rank 0,
+    # ranks 1, 2, 3 weigh less and less, where a nominal attribute weighs them alike.
+    rows = [i for i, c in enumerate(COMBINATIONS) if c[0] == 0 and c[1] == 0]
+    ordinal = attribute_weight_table(COMBINATIONS, ordinal=[False, False, True])[rows[0], rows]
+    nominal = attribute_weight_table(COMBINATIONS)[rows[0], rows]
+    assert np.all(np.diff(ordinal) < 0)
+    np.testing.assert_allclose(nominal[1:], nominal[1])
+
+
+def test_ordinal_must_be_one_boolean_per_attribute_with_numeric_codes():
+    with pytest.raises(ValueError, match="3 booleans"):
+        CROCSLoss(COMBINATIONS, 4, ordinal=[True])
+    with pytest.raises(ValueError, match="numeric codes"):
+        attribute_weight_table(np.array([["a", "x"], ["b", "y"]]), ordinal=[False, True])
 
 
 def test_weight_table_prefers_more_shared_attributes():
