@@ -235,8 +235,9 @@ class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
         if getattr(self, "validation_fraction", None) is None:
             train, valid = np.arange(len(X)), None
         else:
-            # CROCSClusterer's patient-grouped split (and its warning without groups).
-            train, valid = CROCSClusterer._split(self, len(X), groups, seed)
+            # CROCSClusterer's patient-grouped split (and its warning without
+            # groups), not stratified: the baselines' targets are no classes.
+            train, valid = CROCSClusterer._split(self, len(X), groups, seed, None)
         callbacks = []
         if valid is not None:
             callbacks = [
