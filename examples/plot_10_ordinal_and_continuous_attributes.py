@@ -91,6 +91,6 @@ for ax, (name, model) in zip(axes, (("ordinal", ordinal), ("nominal", nominal)))
         cmap="Blues",
         colorbar=False,
     )
-    ax.set_title(f'ordinal={"auto" if name == "ordinal" else None}')
+    ax.set_title('ordinal="auto"' if name == "ordinal" else "ordinal=None")
     ax.tick_params(axis="x", labelrotation=30)
 plt.show()

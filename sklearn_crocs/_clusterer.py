@@ -424,9 +424,6 @@ class CROCSClusterer(
         codec = self.attribute_codec_ = AttributeCodec.fit(
             y, n_samples, allow_missing=self.missing == "marginalise", continuous=self.continuous
         )
-        if isinstance(self.ordinal, list):
-            for name in self.ordinal:
-                codec.position(name, "ordinal")
         names = codec.names
         self._class_index = codec.position(self.class_attribute, "class_attribute")
         target, partial = codec.encode_partial(y)

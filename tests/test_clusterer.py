@@ -966,7 +966,7 @@ def test_continuous_attribute_with_missing_values_and_save(synthetic, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "continuous, y_kind, error, match",
+    ("continuous", "y_kind", "error", "match"),
     [
         ({"age": 1}, "frame", ValueError, "int >= 2"),
         ({"weight": 3}, "frame", ValueError, "'weight', which is not a column"),

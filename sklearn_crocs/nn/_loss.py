@@ -164,7 +164,8 @@ class CROCSLoss(nn.Module):
         L_reg = sum_{j, k: class_j == class_k} (||p_j - p_k|| - beta * Hamming(A_j, A_k))^2
 
     (with ``ordinal`` attributes, the Hamming distance counts their rank
-    distance instead of 0 or 1, as in the weights) with L2-normalised prototypes, or with ``reg_reduction="mean"`` its mean
+    distance instead of 0 or 1, as in the weights) with L2-normalised
+    prototypes, or with ``reg_reduction="mean"`` its mean
     over the ordered pairs ``j != k`` (the paper's text calls the term a
     mean-squared error; Eq. 3 writes the sum). Log-softmax is evaluated
     stably in the dtype of the inputs (float32 or float64).
