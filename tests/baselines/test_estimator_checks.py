@@ -32,7 +32,7 @@ def _fast_estimators():
     yield DeepCluster(n_clusters=3, n_init=2, **FAST)
     # check_clustering needs the clusters of 3 blobs; IIC and SeLA cluster by
     # their head's argmax, so they need some epochs to use all 3 clusters.
-    yield IIC(n_clusters=3, **{**FAST, "max_epochs": 10}, validation_fraction=None)
+    yield IIC(n_clusters=3, **{**FAST, "max_epochs": 20, "lr": 3e-3}, validation_fraction=None)
     yield SeLA(n_clusters=3, **{**FAST, "max_epochs": 30})
     yield DTCR(n_clusters=3, n_init=2, **FAST, validation_fraction=None)
 
