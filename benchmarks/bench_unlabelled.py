@@ -35,7 +35,7 @@ Usage::
     python benchmarks/bench_unlabelled.py --validation   # the choice of the defaults
     python benchmarks/bench_unlabelled.py --quick   # one seed, 2 epochs: a smoke test
 
-Five seeds take about 25 minutes on 2 CPU cores.
+Five seeds take 32 s on an NVIDIA H200 (``--device cuda``).
 """
 
 import argparse
