@@ -64,8 +64,7 @@ VALIDATION = {
     ALONE: (False, {}),
     "unlabelled, no pseudo-labels (weight 0)": (True, {"unlabelled_weight": 0.0}),
     **{
-        f"unlabelled, threshold {t}": (True, {"unlabelled_threshold": t})
-        for t in (0.9, 0.95, 0.99)
+        f"unlabelled, threshold {t}": (True, {"unlabelled_threshold": t}) for t in (0.9, 0.95, 0.99)
     },
 }
 
@@ -126,8 +125,11 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--output", type=Path, default=None, help="CSV of means and stds")
-    parser.add_argument("--validation", action="store_true",
-                        help="score folds of the training patients: the choice of the defaults")
+    parser.add_argument(
+        "--validation",
+        action="store_true",
+        help="score folds of the training patients: the choice of the defaults",
+    )
     parser.add_argument("--quick", action="store_true", help="one seed, 2 epochs: a smoke test")
     args = parser.parse_args(argv)
     seeds = args.seeds[:1] if args.quick else args.seeds

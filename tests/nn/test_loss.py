@@ -482,7 +482,9 @@ def _naive_pseudo_label_terms(v, p, combinations, *, tau_s, threshold):
         denominator = sum(math.exp(x) for x in s)
         p_class = {}
         for k, combination in enumerate(combinations):
-            p_class[combination[0]] = p_class.get(combination[0], 0.0) + math.exp(s[k]) / denominator
+            p_class[combination[0]] = (
+                p_class.get(combination[0], 0.0) + math.exp(s[k]) / denominator
+            )
         top = max(p_class.values())
         terms.append(-math.log(top) if top > threshold else 0.0)
     return terms
