@@ -28,7 +28,8 @@ def _check_ordinal(ordinal, combinations):
     ordinal = np.asarray(ordinal)
     if ordinal.dtype != bool or ordinal.shape != (n_attributes,):
         raise ValueError(
-            f"ordinal must be None or {n_attributes} booleans, one per attribute; got {ordinal!r}."
+            f"ordinal must be None or {n_attributes} booleans, one per attribute; "
+            f"got {ordinal!r}."
         )
     if ordinal.any() and not np.issubdtype(combinations.dtype, np.number):
         raise ValueError(
