@@ -62,6 +62,11 @@ def resolve_params(kind, params, n_samples, dim):
     for name, value in resolved.items():
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
             raise ValueError(f"index_params {name} must be a positive int; got {value!r}.")
+    if kind.startswith("ivf") and resolved["nlist"] > n_samples:
+        raise ValueError(
+            f"index_params nlist={resolved['nlist']} cells need at least as many embeddings, "
+            f"but the database has {n_samples}."
+        )
     return resolved
 
 
@@ -103,8 +108,10 @@ class FaissIndex:
         if kind == "hnsw":
             index.hnsw.efConstruction = params["ef_construction"]
         if not index.is_trained:
-            # A fixed sample: the same database gives the same index.
-            n_train = min(n_samples, 256 * params["nlist"])
+            # A fixed sample (the same database gives the same index) of 64 rows
+            # per cell, and enough for the 2**nbits codes of each PQ sub-vector.
+            n_train = max(64 * params["nlist"], _POINTS_PER_CENTROID * 2 ** params.get("nbits", 0))
+            n_train = min(n_samples, n_train)
             rows = np.sort(np.random.RandomState(0).choice(n_samples, n_train, replace=False))
             index.train(np.ascontiguousarray(embeddings[rows], dtype=np.float32))
         for start in range(0, n_samples, _BLOCK_ROWS):

@@ -79,6 +79,7 @@ def test_default_parameters_follow_the_data():
         ("ivf_pq", {"m": 5}, "m=5 must divide the dimension 16"),
         ("ivf_flat", {"nlist": 0}, "nlist must be a positive int"),
         ("ivf_flat", {"nprobe": 2.5}, "nprobe must be a positive int"),
+        ("ivf_pq", {"nlist": 2000, "m": 4}, "nlist=2000 cells need at least as many"),
     ],
 )
 def test_invalid_index_params(kind, params, message):
