@@ -337,16 +337,19 @@ class AttributeCodec:
         """``(index, partial)``: the rows of ``y``, where values may be missing.
 
         ``index[i]`` is the combination number of row ``i`` when all its
-        values are known, else ``len(combinations) + r``, where row ``r`` of
-        ``partial`` (shape (n_partial, n_attributes), one row per distinct
-        pattern) holds its value codes with ``-1`` for each missing value.
+        values are known, ``-1`` when none is (an unlabelled ECG), else
+        ``len(combinations) + r``, where row ``r`` of ``partial`` (shape
+        (n_partial, n_attributes), one row per distinct pattern) holds its
+        value codes with ``-1`` for each missing value.
         """
         codes = self.codes(y, n_samples, allow_missing=True)
         known = (codes >= 0).all(axis=1)
-        index = np.empty(len(codes), dtype=np.intp)
+        unlabelled = (codes < 0).all(axis=1)
+        some = ~known & ~unlabelled
+        index = np.full(len(codes), -1, dtype=np.intp)
         index[known] = np.ravel_multi_index(codes[known].T, self.shape)
-        partial, inverse = np.unique(codes[~known], axis=0, return_inverse=True)
-        index[~known] = len(self.combinations) + inverse.ravel()
+        partial, inverse = np.unique(codes[some], axis=0, return_inverse=True)
+        index[some] = len(self.combinations) + inverse.ravel()
         return index, partial
 
     def decode(self, index):

@@ -114,9 +114,22 @@ class CROCSClusterer(
         class are partly unknown is attracted to every prototype consistent
         with its known ones (Eq. 2 with the unknown attributes summed out;
         for ``loss="hard"``, the probability summed over those prototypes),
-        see :ref:`missing_attributes`; a missing class raises a
-        ``ValueError``. ``"error"``: any missing value raises a
-        ``ValueError``. Prediction is the same either way.
+        see :ref:`missing_attributes`; an ECG with every attribute missing
+        is unlabelled and trains the encoder through its pseudo-label
+        (see :ref:`unlabelled_ecgs`); a missing class with other attributes
+        known raises a ``ValueError``. ``"error"``: any missing value
+        raises a ``ValueError``. Prediction is the same either way.
+    unlabelled_weight : float, default=1.0
+        Weight of the unlabelled ECGs' term (rows of ``y`` with every
+        attribute missing, with ``missing="marginalise"``): an unlabelled
+        ECG whose class probability (the softmax over prototypes, summed
+        over each class's) exceeds ``unlabelled_threshold`` is pulled
+        towards the prototypes of that class, its pseudo-label. ``0``:
+        unlabelled ECGs only share the batches (and the batch-norm
+        statistics). Ignored when every ECG is labelled.
+    unlabelled_threshold : float, default=0.99
+        Class probability above which an unlabelled ECG gets a
+        pseudo-label; lower values label more ECGs, and more wrongly.
     ordinal : "auto", list of str or None, default="auto"
         Attributes whose values are ordered (age groups, say): the distance
         between their ranks, ``|rank_i - rank_j|``, replaces the 0/1
@@ -299,6 +312,8 @@ class CROCSClusterer(
         "prototypes": [StrOptions({"learned", "mean"})],
         "class_attribute": [Interval(Integral, 0, None, closed="left"), str],
         "missing": [StrOptions({"marginalise", "error"})],
+        "unlabelled_weight": [Interval(Real, 0, None, closed="left")],
+        "unlabelled_threshold": [Interval(Real, 0, 1, closed="left")],
         "ordinal": [StrOptions({"auto"}), list, None],
         "continuous": [dict, None],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
@@ -328,6 +343,8 @@ class CROCSClusterer(
         prototypes="learned",
         class_attribute=0,
         missing="marginalise",
+        unlabelled_weight=1.0,
+        unlabelled_threshold=0.99,
         ordinal="auto",
         continuous=None,
         max_epochs=40,
@@ -354,6 +371,8 @@ class CROCSClusterer(
         self.prototypes = prototypes
         self.class_attribute = class_attribute
         self.missing = missing
+        self.unlabelled_weight = unlabelled_weight
+        self.unlabelled_threshold = unlabelled_threshold
         self.ordinal = ordinal
         self.continuous = continuous
         self.max_epochs = max_epochs
@@ -410,10 +429,10 @@ class CROCSClusterer(
     def _fit_attributes(self, y, n_samples):
         """Learn the attributes of y; return ``(target, classes, partial)``.
 
-        ``target[i]``: the combination number of ECG ``i``, or, when some of
-        its attributes are missing, ``n_combinations + r`` for row ``r`` of
-        ``partial`` (value codes, ``-1`` where missing); ``classes[i]``: its
-        class code.
+        ``target[i]``: the combination number of ECG ``i``; when some of its
+        attributes are missing, ``n_combinations + r`` for row ``r`` of
+        ``partial`` (value codes, ``-1`` where missing); ``-1`` when all are
+        (unlabelled). ``classes[i]``: its class code (``-1`` if unlabelled).
         """
         for name, n_bins in (self.continuous or {}).items():
             if not isinstance(n_bins, Integral) or isinstance(n_bins, bool) or n_bins < 2:
@@ -427,21 +446,17 @@ class CROCSClusterer(
         names = codec.names
         self._class_index = codec.position(self.class_attribute, "class_attribute")
         target, partial = codec.encode_partial(y)
+        unlabelled = target < 0
         codes = np.vstack([codec.combinations, partial])[target]
-        unlabelled = (codes < 0).all(axis=1)
-        if unlabelled.any():
-            raise ValueError(
-                f"{unlabelled.sum()} ECG(s) of y have every attribute missing (rows "
-                f"{_first_rows(unlabelled)}). Training on unlabelled ECGs (semi-supervised) is "
-                "not supported yet: remove those ECGs from X and y."
-            )
-        no_class = codes[:, self._class_index] < 0
+        codes[unlabelled] = -1
+        no_class = (codes[:, self._class_index] < 0) & ~unlabelled
         if no_class.any():
             raise ValueError(
                 f"{no_class.sum()} ECG(s) of y have no value for the class attribute "
                 f"{names[self._class_index]!r} (rows {_first_rows(no_class)}). "
-                "missing='marginalise' sums out the other attributes only: remove those ECGs "
-                "or fill in their class."
+                "missing='marginalise' sums out the other attributes only: fill in their "
+                "class, or leave all their attributes missing to train on them as unlabelled "
+                "ECGs."
             )
         return target, codes[:, self._class_index], partial
 
@@ -486,6 +501,8 @@ class CROCSClusterer(
             "reg_reduction": self.reg_reduction,
             "partial_combinations": partial_combinations,
             "ordinal": self._ordinal_mask(),
+            "unlabelled_weight": self.unlabelled_weight,
+            "unlabelled_threshold": self.unlabelled_threshold,
         }
 
     def _build_net(self, n_leads, n_timepoints, seed, valid_dataset, partial_combinations=None):
@@ -654,7 +671,7 @@ class CROCSClusterer(
         self._learned_prototypes = learned.cpu().numpy()
         # Mean prototypes and counts come from the ECGs whose attributes are all known.
         n_combinations = len(self.attribute_codec_.combinations)
-        known = target < n_combinations
+        known = (target >= 0) & (target < n_combinations)
         counts = np.bincount(target[known], minlength=n_combinations)
         sums = torch.zeros(len(counts), embeddings.shape[1]).index_add_(
             0, torch.from_numpy(target[known]), torch.from_numpy(embeddings[known])
@@ -704,7 +721,8 @@ class CROCSClusterer(
             group. Values may be of any hashable type; the columns of a
             DataFrame name the attributes. With ``missing="marginalise"``,
             attributes other than the class may be missing (NaN, None,
-            ``pd.NA``).
+            ``pd.NA``), and a row with every attribute missing marks an
+            unlabelled ECG.
         groups : array-like of shape (n_samples,), default=None
             Patient of each ECG. The internal validation split keeps all ECGs
             of a patient on the same side, stratified by the class attribute.

@@ -11,6 +11,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._ann import INDEX_PARAMS, FaissIndex
 from ._persistence import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
 from ._utils import _crocs_step, _python_value
@@ -70,6 +71,23 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
     verbose : int, default=0
         ``0`` is silent; ``1`` prints the embedding progress about ten times;
         ``2`` after every batch.
+    index : {"exact", "ivf_flat", "ivf_pq", "hnsw"}, default="exact"
+        How the database is searched. ``"exact"``: every embedding, block by
+        block (see Notes). The others build a FAISS index in ``fit`` (the
+        ``faiss`` extra: ``pip install 'sklearn-crocs[faiss]'``) and search
+        only part of the database: an inverted file of ``nlist`` cells of
+        which ``nprobe`` are searched, holding the embeddings
+        (``"ivf_flat"``) or product-quantised codes of ``m * nbits / 8``
+        bytes each (``"ivf_pq"``), or an HNSW graph (``"hnsw"``). The
+        neighbours found are re-ranked by their exact distances;
+        :meth:`recall` measures how many of the exact ones they are. See
+        :ref:`approximate_search`.
+    index_params : dict, default=None
+        Parameters of the FAISS index: ``nlist`` (default ``4 sqrt(n)``) and
+        ``nprobe`` (16) for the IVF indexes, with ``m`` (a divisor of the
+        embedding size, default a quarter of it) and ``nbits`` (8 with 10,000
+        ECGs or more) for ``"ivf_pq"``; ``M`` (32), ``ef_construction`` (40)
+        and ``ef_search`` (64) for ``"hnsw"``. Ignored for ``"exact"``.
 
     Attributes
     ----------
@@ -151,6 +169,8 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         "partial": [StrOptions({"mean", "min"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
+        "index": [StrOptions({"exact", *INDEX_PARAMS})],
+        "index_params": [dict, None],
     }
 
     def __init__(
@@ -162,6 +182,8 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         partial="mean",
         batch_size=1024,
         verbose=0,
+        index="exact",
+        index_params=None,
     ):
         self.estimator = estimator
         self.n_neighbors = n_neighbors
@@ -169,6 +191,8 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         self.partial = partial
         self.batch_size = batch_size
         self.verbose = verbose
+        self.index = index
+        self.index_params = index_params
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None, groups=None):
@@ -327,6 +351,25 @@ default=None
         norms = half_squared_norms(embeddings)
         same = len(norms) and np.ptp(norms) <= _UNIT_NORM_SPREAD
         self._half_sq_norms = float(norms[0]) if same else norms
+        self._faiss = None
+        if self.index != "exact":
+            start_time = time.perf_counter()
+            self._faiss = FaissIndex(embeddings, self.index, self.index_params)
+            if self.verbose:
+                print(
+                    f"Built the FAISS index {self._faiss.description} of {len(embeddings)} "
+                    f"embeddings ({time.perf_counter() - start_time:.1f} s)"
+                )
+
+    def _top_k(self, vectors, k, *, exact=False):
+        """Nearest database rows of ``vectors``: by the FAISS index unless exact."""
+        if exact or self._faiss is None:
+            return top_k(vectors, self.embeddings_, k, half_sq_norms=self._half_sq_norms)
+        distances, indices = self._faiss.search(vectors, self.embeddings_, k)
+        short = (indices < 0).any(axis=1)
+        if short.any():  # fewer than k rows in the probed cells: those queries searched exactly
+            distances[short], indices[short] = self._top_k(vectors[short], k, exact=True)
+        return distances, indices
 
     def _embed(self, X, *, name):
         """Unit-norm float32 embeddings of X, computed ``batch_size`` rows at a time."""
@@ -440,7 +483,7 @@ default=None
             )
         return matches
 
-    def _search(self, matches, n_neighbors):
+    def _search(self, matches, n_neighbors, exact):
         """Nearest database ECGs of the queries whose prototypes are the rows ``matches``."""
         single = matches.sum(axis=1) == 1
         if self.partial == "mean" or single.all():
@@ -448,12 +491,10 @@ default=None
             for q in np.flatnonzero(~single):
                 mean = self.prototypes_[matches[q]].astype(np.float64).mean(axis=0)
                 vectors[q] = mean / np.linalg.norm(mean)
-            return top_k(vectors, self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms)
+            return self._top_k(vectors, n_neighbors, exact=exact)
         # partial="min": each prototype's nearest ECGs hold the query's nearest ones.
         used = np.flatnonzero(matches.any(axis=0))
-        found = top_k(
-            self.prototypes_[used], self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms
-        )
+        found = self._top_k(self.prototypes_[used], n_neighbors, exact=exact)
         distances = np.empty((len(matches), n_neighbors))
         indices = np.empty((len(matches), n_neighbors), dtype=found[1].dtype)
         for q, row in enumerate(matches[:, used]):
@@ -506,6 +547,9 @@ default=None
             distances are ordered by increasing index.
         """
         check_is_fitted(self)
+        return self._kneighbors(queries, n_neighbors, return_distance, exact=False)
+
+    def _kneighbors(self, queries, n_neighbors, return_distance, exact):
         if n_neighbors is None:
             n_neighbors = self.n_neighbors
         elif not isinstance(n_neighbors, Integral) or isinstance(n_neighbors, bool):
@@ -528,14 +572,38 @@ default=None
                 f"n_samples_fit = {self.n_samples_fit_}, n_samples = {n_queries}"
             )
         if matches is None:
-            distances, indices = top_k(
-                vectors, self.embeddings_, n_neighbors, half_sq_norms=self._half_sq_norms
-            )
+            distances, indices = self._top_k(vectors, n_neighbors, exact=exact)
         else:
-            distances, indices = self._search(matches, n_neighbors)
+            distances, indices = self._search(matches, n_neighbors, exact)
         if return_distance:
             return distances, indices
         return indices
+
+    def recall(self, queries=None, n_neighbors=None):
+        """Fraction of the exact nearest ECGs that :meth:`kneighbors` finds (recall@K).
+
+        The approximate search (``index`` other than ``"exact"``) against an
+        exact search of the same embeddings, for the same queries: the mean
+        over queries of the share of the exact ``n_neighbors`` nearest ECGs
+        among those returned. Always 1.0 with ``index="exact"``.
+
+        Parameters
+        ----------
+        queries : None, attribute combinations or ECG signals, default=None
+            As in :meth:`kneighbors`; ``None``: every prototype.
+        n_neighbors : int, default=None
+            K; ``None`` uses ``self.n_neighbors``.
+
+        Returns
+        -------
+        recall : float
+            Between 0 and 1.
+        """
+        check_is_fitted(self)
+        found = self._kneighbors(queries, n_neighbors, False, exact=False)
+        truth = self._kneighbors(queries, n_neighbors, False, exact=True)
+        hits = [len(np.intersect1d(a, b)) for a, b in zip(found, truth)]
+        return float(np.sum(hits) / truth.size)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -7,7 +7,7 @@ retrieval metrics call :func:`top_k`.
 import numpy as np
 import torch
 
-__all__ = ["half_squared_norms", "top_k"]
+__all__ = ["exact_distances", "half_squared_norms", "top_k"]
 
 # Database rows per block. A block's float32 copy (32 MiB at 128 dimensions,
 # for a memory map) and its scores (256 KiB per query) bound the memory of a
@@ -126,7 +126,7 @@ def top_k(queries, database, k, *, block_rows=_BLOCK_ROWS, half_sq_norms=None):
             k,
         )
     indices = best_indices.numpy()
-    distances = _distances(queries, database, indices, block_rows)
+    distances = exact_distances(queries, database, indices, block_rows)
     order = np.lexsort((indices, distances), axis=1)
     return np.take_along_axis(distances, order, 1), np.take_along_axis(indices, order, 1)
 
@@ -190,7 +190,7 @@ def _best(scores, indices, k):
     return scores[:, :k], indices.gather(1, order[:, :k])
 
 
-def _distances(queries, database, indices, block_rows):
+def exact_distances(queries, database, indices, block_rows):
     """Float64 ``|q - e|`` of each query and its rows of ``indices``, ``block_rows`` at a time."""
     n_queries, k = indices.shape
     rows, owners = indices.ravel(), np.repeat(np.arange(n_queries), k)

@@ -153,6 +153,17 @@ def test_missing_values_get_code_minus_one_and_no_category(marker):
         codec.encode(y)  # combinations need every value
 
 
+def test_rows_with_every_value_missing_are_unlabelled():
+    y = Y.astype(object)
+    y.iloc[[1, 3]] = None
+    codec = AttributeCodec.fit(y, len(y), allow_missing=True)
+    index, partial = codec.encode_partial(y)
+    # Target -1, and no row of partial: nothing is known to be consistent with.
+    assert index[[1, 3]].tolist() == [-1, -1]
+    assert len(partial) == 0
+    np.testing.assert_array_equal(index[[0, 2, 4, 5]], codec.encode(Y.iloc[[0, 2, 4, 5]]))
+
+
 def test_missing_values_are_refused_unless_allowed():
     y = Y.assign(sex=[None, *Y["sex"][1:]])
     with pytest.raises(ValueError, match=r"missing values .* 'sex' \(1\)"):

@@ -568,9 +568,9 @@ def test_not_fitted():
             r"4 ECG\(s\) of y have no value for the class attribute 'rhythm' \(rows \[0, 1, 2, 3\]\)",
         ),
         (
-            lambda X, y: (X, y.mask(np.broadcast_to((y.index < 2)[:, None], y.shape))),
+            lambda X, y: (X, y.mask(np.ones(y.shape, dtype=bool))),
             ValueError,
-            r"2 ECG\(s\) of y have every attribute missing \(rows \[0, 1\]\)\. .*not supported",
+            "Attribute 'rhythm' has no known value in y",
         ),
         (lambda X, y: (X, y.assign(sex=[1, "F"] * (len(y) // 2))), TypeError, "one type"),
         (lambda X, y: (X, np.zeros((len(y), 2, 2))), ValueError, "y must have shape"),
@@ -586,7 +586,7 @@ def test_not_fitted():
         "no-y",
         "constant-attribute",
         "missing-class",
-        "unlabelled-rows",
+        "all-unlabelled",
         "mixed-types",
         "3d-y",
         "strings",
@@ -871,6 +871,37 @@ def test_missing_attributes_with_early_stopping_and_save(synthetic, tmp_path, lo
     model.save(path)
     loaded = CROCSClusterer.load(path)
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def _top_class_proba(model, X):
+    """Each ECG's largest class probability under the fitted prototypes."""
+    return model.predict_proba(X, attribute="rhythm").max(axis=1)
+
+
+def test_unlabelled_ecgs_train_through_pseudo_labels(synthetic):
+    X, y, groups = synthetic
+    rng = np.random.RandomState(0)
+    unlabelled = rng.rand(len(y)) < 0.7
+    y_semi = y.mask(np.broadcast_to(unlabelled[:, None], y.shape))
+    model = _model(max_epochs=6, unlabelled_threshold=0.5).fit(X, y_semi)
+    criterion = model.net_.criterion_
+    # No extra target row: unlabelled ECGs are target -1, not a pattern of missing values.
+    assert criterion.weights.shape == (12, 12)
+    assert criterion.unlabelled_threshold == 0.5
+    counts = y[~unlabelled].value_counts().reindex(pd.MultiIndex.from_tuples(
+        [tuple(a) for a in model.prototype_attributes_]), fill_value=0)  # fmt: skip
+    assert model.prototype_counts_.tolist() == counts.tolist()
+    assert model.predict(X).notna().all().all() and len(model.labels_) == len(X)
+    # Pseudo-labels make the unlabelled ECGs' class more decided than without them.
+    silent = _model(max_epochs=6, unlabelled_weight=0).fit(X, y_semi)
+    assert _top_class_proba(model, X[unlabelled]).mean() > _top_class_proba(
+        silent, X[unlabelled]
+    ).mean()
+    # With early stopping (stratified by class, unlabelled ECGs as a group of their own).
+    stopped = _model(max_epochs=2, validation_fraction=0.25).fit(X, y_semi, groups=groups)
+    assert "valid_nce" in stopped.net_.history[-1]
+    with pytest.raises(ValueError, match=r"missing values .* 'rhythm'"):
+        _model(max_epochs=1, missing="error").fit(X, y_semi)
 
 
 # --------------------------------------------------------- per-attribute proba

@@ -194,7 +194,16 @@ class DTC(CROCSClusterer):
         **{
             k: v
             for k, v in CROCSClusterer._parameter_constraints.items()
-            if k not in _FIXED and k not in ("tau_s", "beta", "loss", "reg_reduction")
+            if k not in _FIXED
+            and k
+            not in (
+                "tau_s",
+                "beta",
+                "loss",
+                "reg_reduction",
+                "unlabelled_weight",
+                "unlabelled_threshold",
+            )
         },
         "alpha": [Interval(Real, 0, None, closed="neither")],
     }

@@ -179,6 +179,15 @@ class CROCSLoss(nn.Module):
     known attributes only). The regulariser depends on the prototypes alone,
     so missing attributes do not change it.
 
+    An unlabelled ECG (target ``-1``) has no attributes to be pulled to. Its
+    class probabilities ``P(c | v_i)`` are the softmax probabilities summed
+    over the prototypes of each class; where the largest exceeds
+    ``unlabelled_threshold``, that class becomes its pseudo-label and it adds
+    ``-unlabelled_weight * log P(c_i | v_i)`` (self-training on confident
+    pseudo-labels, as in Lee 2013 and FixMatch; the choice of ``c_i`` carries
+    no gradient). Each ECG's term is divided by the whole batch size ``B``,
+    so a batch without unlabelled ECGs gives the loss above unchanged.
+
     Read more in the :ref:`User Guide <method>`.
 
     Parameters
@@ -220,6 +229,10 @@ class CROCSLoss(nn.Module):
         Which attributes are ordinal (codes are ranks): their rank distance
         replaces the 0/1 mismatch in the soft weights and in the
         regulariser's Hamming distance. None: every attribute is nominal.
+    unlabelled_weight : float, default=1.0
+        Weight of the pseudo-label term of unlabelled ECGs (target ``-1``).
+    unlabelled_threshold : float, default=0.99
+        Class probability above which an unlabelled ECG gets a pseudo-label.
 
     Attributes
     ----------
@@ -237,6 +250,8 @@ class CROCSLoss(nn.Module):
         (rank distances for ordinal attributes).
     same_class : torch.Tensor of shape (n_prototypes, n_prototypes)
         Boolean buffer, True where two prototypes share the class attribute.
+    class_members : torch.Tensor of shape (n_classes, n_prototypes)
+        Boolean buffer, True where a prototype belongs to a class.
 
     Examples
     --------
@@ -262,6 +277,14 @@ class CROCSLoss(nn.Module):
     [0.0, 0.0, 0.5, 0.5]
     >>> bool(partial(embeddings[:2], torch.tensor([4, 0])) > 0)
     True
+
+    Target -1 is an unlabelled ECG: it counts in the batch size, and adds a
+    term only once its class is confident (here, it is not):
+
+    >>> nce_labelled, _ = criterion.loss_parts(embeddings[:1], torch.tensor([0]))
+    >>> nce_mixed, _ = criterion.loss_parts(embeddings[:2], torch.tensor([0, -1]))
+    >>> bool(torch.allclose(nce_mixed, nce_labelled / 2))
+    True
     """
 
     def __init__(
@@ -278,6 +301,8 @@ class CROCSLoss(nn.Module):
         prototype_init=None,
         partial_combinations=None,
         ordinal=None,
+        unlabelled_weight=1.0,
+        unlabelled_threshold=0.99,
     ):
         super().__init__()
         combinations = _as_combinations(combinations)
@@ -290,11 +315,19 @@ class CROCSLoss(nn.Module):
             raise ValueError(f"tau_s must be positive; got {tau_s!r}.")
         if beta < 0:
             raise ValueError(f"beta must be non-negative; got {beta!r}.")
+        if not unlabelled_weight >= 0:
+            raise ValueError(f"unlabelled_weight must be non-negative; got {unlabelled_weight!r}.")
+        if not 0 <= unlabelled_threshold < 1:
+            raise ValueError(
+                f"unlabelled_threshold must be in [0, 1); got {unlabelled_threshold!r}."
+            )
         n_prototypes = combinations.shape[0]
         self.tau_s = float(tau_s)
         self.beta = float(beta)
         self.loss = loss
         self.reg_reduction = reg_reduction
+        self.unlabelled_weight = float(unlabelled_weight)
+        self.unlabelled_threshold = float(unlabelled_threshold)
 
         if prototype_init is None:
             init = F.normalize(torch.randn(n_prototypes, embedding_dim), dim=1)
@@ -336,6 +369,9 @@ class CROCSLoss(nn.Module):
         )
         self.register_buffer("hamming", torch.as_tensor(self.beta * mismatches, dtype=dtype))
         self.register_buffer("same_class", torch.as_tensor(same_class))
+        classes = combinations[:, class_attribute]
+        class_members = np.unique(classes)[:, None] == classes[None, :]
+        self.register_buffer("class_members", torch.as_tensor(class_members))
         # Pairs j < k of the same class: the regulariser sums over ordered pairs,
         # which is twice the sum over these, and the diagonal contributes zero.
         j, k = np.nonzero(np.triu(same_class, k=1))
@@ -365,18 +401,46 @@ class CROCSLoss(nn.Module):
         return squares.mean() if self.reg_reduction == "mean" else 2.0 * squares.sum()
 
     def loss_parts(self, embeddings, target):
-        """Return ``(nce, reg)``, the two terms of the total loss."""
+        """Return ``(nce, reg)``, the two terms of the total loss.
+
+        ``nce`` includes the pseudo-label term of unlabelled ECGs (target ``-1``).
+        """
         logits = self.logits(embeddings)
+        unlabelled = target < 0
+        if unlabelled.any():
+            # Sums over the batch divided by its size: the mean when all are labelled.
+            labelled = ~unlabelled
+            nce = self._nce(logits[labelled], target[labelled]) * labelled.sum()
+            nce = nce + self.unlabelled_weight * self._pseudo_label_loss(logits[unlabelled])
+            nce = nce / len(target)
+        else:
+            nce = self._nce(logits, target)
+        return nce, self.regularization().to(nce.dtype)
+
+    def _nce(self, logits, target):
+        """Mean NCE term over ECGs with known (or partly known) attributes."""
+        if len(target) == 0:
+            return logits.new_zeros(())
         if self.loss == "hard" and self.consistent is not None:
             # -log of the probability summed over the consistent prototypes; for
             # a fully known ECG, the one term is its own prototype's.
             log_p = F.log_softmax(logits, dim=1).masked_fill(~self.consistent[target], -math.inf)
-            nce = -torch.logsumexp(log_p, dim=1).mean()
-        elif self.loss == "hard":
-            nce = F.cross_entropy(logits, target)
-        else:
-            nce = F.cross_entropy(logits, self.weights[target].to(logits.dtype))
-        return nce, self.regularization().to(nce.dtype)
+            return -torch.logsumexp(log_p, dim=1).mean()
+        if self.loss == "hard":
+            return F.cross_entropy(logits, target)
+        return F.cross_entropy(logits, self.weights[target].to(logits.dtype))
+
+    def class_log_proba(self, logits):
+        """``log P(c | v_i)``, the softmax summed over each class's prototypes, (n, n_classes)."""
+        log_p = F.log_softmax(logits, dim=1)
+        return torch.logsumexp(log_p[:, None, :].masked_fill(~self.class_members, -math.inf), 2)
+
+    def _pseudo_label_loss(self, logits):
+        """Summed ``-log P(c_i | v_i)`` over the ECGs whose top class is confident."""
+        log_pc = self.class_log_proba(logits)
+        top, pseudo_label = log_pc.detach().max(dim=1)
+        confident = top.exp() > self.unlabelled_threshold
+        return -log_pc[confident, pseudo_label[confident]].sum()
 
     def forward(self, embeddings, target):
         """Total loss for a batch.
@@ -386,8 +450,9 @@ class CROCSLoss(nn.Module):
         embeddings : torch.Tensor of shape (batch_size, embedding_dim)
             Encoder outputs (normalised inside).
         target : torch.Tensor of shape (batch_size,), dtype long
-            Row of ``combinations`` that holds each ECG's attributes, or
-            ``n_prototypes + r`` for row ``r`` of ``partial_combinations``.
+            Row of ``combinations`` that holds each ECG's attributes,
+            ``n_prototypes + r`` for row ``r`` of ``partial_combinations``,
+            or ``-1`` for an unlabelled ECG.
 
         Returns
         -------

@@ -463,3 +463,90 @@ def test_partial_hard_loss_gradcheck():
 def test_invalid_partial_combinations(partial, message):
     with pytest.raises(ValueError, match=message):
         CROCSLoss(COMBINATIONS, 4, partial_combinations=partial)
+
+
+# ---------------------------------------------------------- unlabelled ECGs
+def _naive_pseudo_label_terms(v, p, combinations, *, tau_s, threshold):
+    """-log P(c_i | v_i) of each ECG whose top class probability exceeds ``threshold``, else 0.
+
+    P(c | v) is the softmax over prototypes summed over the prototypes of class c.
+    """
+    v = v.detach().double().numpy()
+    p = p.detach().double().numpy()
+    terms = []
+    for i in range(len(v)):
+        s = [
+            float(v[i] @ p[k]) / (np.linalg.norm(v[i]) * np.linalg.norm(p[k])) / tau_s
+            for k in range(len(p))
+        ]
+        denominator = sum(math.exp(x) for x in s)
+        p_class = {}
+        for k, combination in enumerate(combinations):
+            p_class[combination[0]] = (
+                p_class.get(combination[0], 0.0) + math.exp(s[k]) / denominator
+            )
+        top = max(p_class.values())
+        terms.append(-math.log(top) if top > threshold else 0.0)
+    return terms
+
+
+@pytest.mark.parametrize(("weight", "threshold"), [(0.0, 0.5), (1.0, 0.5), (0.3, 0.9), (1.0, 0.0)])
+@pytest.mark.parametrize(("kind", "tau_w"), [("soft", 0.5), ("hard", 1.0)])
+def test_unlabelled_loss_matches_naive_loop(kind, tau_w, weight, threshold):
+    rng = np.random.RandomState(1)
+    # Full combinations, partly known ones (rows of PARTIAL) and unlabelled ECGs (-1), mixed.
+    targets = np.array([3, -1, 24, 7, -1, 26, 0, -1, -1, 20, -1, -1])
+    v = torch.as_tensor(rng.randn(len(targets), 5))
+    criterion = CROCSLoss(
+        COMBINATIONS,
+        5,
+        tau_w=tau_w,
+        beta=0.0,
+        loss=kind,
+        prototype_init=torch.as_tensor(rng.randn(len(COMBINATIONS), 5)),
+        partial_combinations=PARTIAL,
+        unlabelled_weight=weight,
+        unlabelled_threshold=threshold,
+    )
+    nce, _ = criterion.loss_parts(v, torch.as_tensor(targets))
+    labelled = targets >= 0
+    codes = np.vstack([COMBINATIONS, PARTIAL])[targets[labelled]]
+    labelled_sum = labelled.sum() * _naive_partial_nce(
+        v[labelled], criterion.prototypes, codes, COMBINATIONS, tau_s=0.1, tau_w=tau_w, kind=kind
+    )
+    terms = _naive_pseudo_label_terms(
+        v[~labelled], criterion.prototypes, COMBINATIONS, tau_s=0.1, threshold=threshold
+    )
+    if threshold == 0.5:  # the case is only a test if some ECGs are confident and some not
+        assert 0 < sum(t > 0 for t in terms) < len(terms)
+    expected = (labelled_sum + weight * sum(terms)) / len(targets)
+    np.testing.assert_allclose(nce.item(), expected, rtol=1e-12)
+
+
+def test_pseudo_labels_pull_confident_ecgs_only():
+    rng = np.random.RandomState(2)
+    init = torch.as_tensor(rng.randn(len(COMBINATIONS), 4))
+    criterion = CROCSLoss(COMBINATIONS, 4, beta=0.0, prototype_init=init, unlabelled_threshold=0.7)
+    v = torch.as_tensor(rng.randn(8, 4)).requires_grad_()
+    targets = torch.full((8,), -1)
+    criterion(v, targets).backward()
+    log_pc = criterion.class_log_proba(criterion.logits(v.detach()))
+    confident = log_pc.max(dim=1).values > math.log(0.7)
+    assert 0 < confident.sum() < 8
+    # No gradient for the others; a step raises the confident ones' top class probability.
+    assert torch.equal(v.grad[~confident], torch.zeros_like(v.grad[~confident]))
+    stepped = criterion.class_log_proba(criterion.logits(v.detach() - 0.5 * v.grad * 8))
+    assert (stepped.max(dim=1).values[confident] > log_pc.max(dim=1).values[confident]).all()
+    np.testing.assert_allclose(log_pc.exp().sum(dim=1).detach().numpy(), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"unlabelled_weight": -1}, "unlabelled_weight must be non-negative"),
+        ({"unlabelled_threshold": 1.0}, r"unlabelled_threshold must be in \[0, 1\)"),
+    ],
+)
+def test_invalid_unlabelled_parameters(params, message):
+    with pytest.raises(ValueError, match=message):
+        CROCSLoss(COMBINATIONS, 4, **params)
