@@ -299,9 +299,10 @@ def _clusterer_state(model, prefix=""):
     """``(document, tensors)`` of a fitted CROCSClusterer."""
     params = model.get_params(deep=False)
     encoder = params.pop("encoder")
-    # Callbacks are objects of any class, which a file that runs no code cannot
-    # restore; the loaded model has callbacks=None (documented in save).
+    # Callbacks and accelerators are objects of any class, which a file that runs
+    # no code cannot restore; the loaded model has None (documented in save).
     params.pop("callbacks")
+    params.pop("accelerator")
     codec = model.attribute_codec_
     document = {
         "class": type(model).__name__,
