@@ -172,7 +172,9 @@ def test_loss_variants_reach_the_criterion(synthetic):
     weights = uniform.net_.criterion_.weights.numpy()
     np.testing.assert_allclose(weights[weights > 0], 0.25)
     assert uniform.net_.history[-1, "train_reg"] == 0.0
-    assert _model(reg_reduction="mean", max_epochs=1).fit(X, y).net_.criterion_.reg_reduction == "mean"
+    assert (
+        _model(reg_reduction="mean", max_epochs=1).fit(X, y).net_.criterion_.reg_reduction == "mean"
+    )
 
 
 def test_combination_without_examples(synthetic):
@@ -338,7 +340,9 @@ def test_validation_split_is_stratified_by_the_class_attribute(synthetic, monkey
     y = y.assign(rhythm=np.where(np.isin(groups, [0, 1]), "GSVT", y["rhythm"]))
     for seed in range(4):
         model = _model(validation_fraction=0.25, max_epochs=1, random_state=seed)
-        in_valid = np.isin(np.arange(len(X)), _fit_recording_split(model, X, y, groups, monkeypatch))
+        in_valid = np.isin(
+            np.arange(len(X)), _fit_recording_split(model, X, y, groups, monkeypatch)
+        )
         assert len(np.unique(groups[in_valid])) == 6  # a quarter of the 24 patients
         for side in (in_valid, ~in_valid):
             assert set(y["rhythm"][side]) == {"AFIB", "GSVT", "SB", "SR"}
@@ -369,7 +373,9 @@ def test_training_log_has_colour_codes_only_on_a_terminal(synthetic, capsys, mon
     # Otherwise the same table (the durations aside).
     plain = re.sub(r"\x1b\[[0-9;]*m", "", terminal).splitlines()
     assert plain[:2] == piped.splitlines()[:2]
-    assert [line.split()[:-1] for line in plain] == [line.split()[:-1] for line in piped.splitlines()]
+    assert [line.split()[:-1] for line in plain] == [
+        line.split()[:-1] for line in piped.splitlines()
+    ]
 
 
 # ------------------------------------------------------------------ skorch callbacks
@@ -894,9 +900,10 @@ def test_unlabelled_ecgs_train_through_pseudo_labels(synthetic):
     assert model.predict(X).notna().all().all() and len(model.labels_) == len(X)
     # Pseudo-labels make the unlabelled ECGs' class more decided than without them.
     silent = _model(max_epochs=6, unlabelled_weight=0).fit(X, y_semi)
-    assert _top_class_proba(model, X[unlabelled]).mean() > _top_class_proba(
-        silent, X[unlabelled]
-    ).mean()
+    assert (
+        _top_class_proba(model, X[unlabelled]).mean()
+        > _top_class_proba(silent, X[unlabelled]).mean()
+    )
     # With early stopping (stratified by class, unlabelled ECGs as a group of their own).
     stopped = _model(max_epochs=2, validation_fraction=0.25).fit(X, y_semi, groups=groups)
     assert "valid_nce" in stopped.net_.history[-1]
@@ -1043,8 +1050,12 @@ def _lazy_copies(X, tmp_path):
     try:
         import zarr
 
-        copies["zarr"] = zarr.create_array(
-            tmp_path / "X.zarr", shape=X.shape, dtype=X.dtype, chunks=(8, *X.shape[1:])
+        copies["zarr"] = zarr.open(
+            str(tmp_path / "X.zarr"),
+            mode="w",
+            shape=X.shape,
+            dtype=X.dtype,
+            chunks=(8, *X.shape[1:]),
         )
         copies["zarr"][:] = X
     except ImportError:
