@@ -578,8 +578,41 @@ class AcceleratedCROCSNet(AccelerateMixin, CROCSNet):
     Parameters
     ----------
     *args, **kwargs
-        Passed to :class:`CROCSNet`; ``accelerator`` (an
-        ``accelerate.Accelerator``) is required.
+        Passed to :class:`CROCSNet`. With ``dataset=ArrayDataset``,
+        validation and inference batches go to ``accelerator.device``.
+    accelerator : accelerate.Accelerator
+        The accelerator that shards the training batches, wraps the module
+        and the criterion and places them.
+    device : str, torch.device or None, default=None
+        ``None`` when the accelerator places the model (its default).
+    unwrap_after_train : bool, default=True
+        Unwrap the module and the criterion from the accelerator's wrappers
+        when training ends.
+    callbacks__print_log__sink : callable or "auto", default="auto"
+        Where the epoch log goes; ``"auto"``: ``accelerator.print`` (the
+        main process prints). A sink other than ``print`` prints whatever
+        ``verbose`` says.
+
+    Examples
+    --------
+    One process here; the same code runs in each process of ``torchrun`` or
+    ``accelerate launch``.
+
+    >>> import numpy as np
+    >>> import torch
+    >>> from accelerate import Accelerator
+    >>> from sklearn_crocs.nn import AcceleratedCROCSNet, ArrayDataset, CNNEncoder, CROCSLoss
+    >>> rng = np.random.RandomState(0)
+    >>> X, y = rng.randn(32, 1, 500).astype(np.float32), rng.randint(0, 4, 32)
+    >>> net = AcceleratedCROCSNet(
+    ...     module=CNNEncoder, module__in_channels=1, module__n_timepoints=500,
+    ...     module__embedding_dim=8, criterion=CROCSLoss,
+    ...     criterion__combinations=[[0, 0], [0, 1], [1, 0], [1, 1]],
+    ...     criterion__embedding_dim=8, optimizer=torch.optim.Adam, max_epochs=2,
+    ...     batch_size=16, dataset=ArrayDataset, train_split=None, verbose=0,
+    ...     callbacks__print_log__sink=print, accelerator=Accelerator(cpu=True)).fit(X, y)
+    >>> tuple(net.forward(X[:3]).shape)
+    (3, 8)
     """
 
     def _batch_device(self):
@@ -592,8 +625,10 @@ class AcceleratedCROCSNet(AccelerateMixin, CROCSNet):
         return int(seeds.generate_state(1)[0])
 
     def get_iterator(self, dataset, training=False):
-        if not (training and isinstance(dataset, ArrayDataset)):
-            return CROCSNet.get_iterator(self, dataset, training=training)
+        if not training:
+            return CROCSNet.get_iterator(self, dataset, training=False)
+        if not isinstance(dataset, ArrayDataset):
+            return super().get_iterator(dataset, training=True)  # AccelerateMixin's
         batches = _BatchSampler(
             len(dataset),
             self.batch_size,
