@@ -11,9 +11,10 @@ fits of a few epochs, AMI of the class as the score) run three ways:
   thread each (``torch.set_num_threads(1)`` in every worker: the
   application's choice, not the library's).
 
-The three take turns, round after round. The two dask runs must give the
-same scores; the sequential search, on other thread counts, sums in another
-order, so its scores differ slightly (the largest difference is printed). Time
+The three take turns, round after round. Scores are the same up to float
+rounding, which can differ from process to process and, over a few epochs of
+training, moves a score slightly: the largest differences from
+the sequential search are printed. Time
 is the median over rounds, and the ratios are medians of the ratios within
 a round. On 2 cores, 2 workers of 1 thread do the work of 1 process of 2
 threads: the point is that the same code runs unchanged on a cluster, and
@@ -83,7 +84,7 @@ def main(argv=None):
             return search.fit(X, y, groups=groups).cv_results_["mean_test_score"]
 
     times = {"joblib, n_jobs=1": [], "dask, 1 worker": [], "dask, 2 workers": []}
-    differences = []
+    differences = {"dask, 1 worker": [], "dask, 2 workers": []}
     clusters = {}
     for n in (1, 2):
         cluster = distributed.LocalCluster(
@@ -96,28 +97,30 @@ def main(argv=None):
         for _ in range(rounds):
             t, sequential_scores = _time(sequential)
             times["joblib, n_jobs=1"].append(t)
-            scores = []
             for n, label in [(1, "dask, 1 worker"), (2, "dask, 2 workers")]:
                 _, client = clusters[n]
                 with client.as_current():
                     t, result = _time(on_cluster)
-                scores.append(result)
                 times[label].append(t)
-            np.testing.assert_allclose(scores[0], scores[1], atol=1e-12)
-            differences.append(np.abs(scores[0] - sequential_scores).max())
+                differences[label].append(np.abs(result - sequential_scores).max())
     finally:
         for cluster, client in clusters.values():
             client.close()
             cluster.close()
     base = np.asarray(times["joblib, n_jobs=1"])
     rows = [
-        [label, f"{np.median(t):.1f}", f"{np.median(base / np.asarray(t)):.2f}x"]
+        [
+            label,
+            f"{np.median(t):.1f}",
+            f"{np.median(base / np.asarray(t)):.2f}x",
+            f"{max(differences[label]):.1e}" if label in differences else "",
+        ]
         for label, t in times.items()
     ]
     print_table(
         f"GridSearchCV, 4 candidates x 2 folds, {len(X)} frames, {epochs} epoch(s), "
         f"{rounds} round(s)",
-        ["case", "wall s (median)", "speed vs n_jobs=1"],
+        ["case", "wall s (median)", "speed vs n_jobs=1", "largest score difference"],
         rows,
     )
     print("After: load average " + " ".join(f"{v:.2f}" for v in os.getloadavg()))

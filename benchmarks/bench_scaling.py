@@ -8,6 +8,14 @@
   resident memory during the first call above the level before it: beyond the
   (N, 128) result it must not grow with N (the memmap's pages are file-backed
   and reclaimable).
+- *Fit*: ``CROCSClusterer.fit`` of the paper's CNN (1 epoch, validated on
+  10 % of the patients) on N single-lead 2500-sample frames in a ``.npy``
+  memory map on disk (10 GB at N = 10^6), read batch by batch, against the
+  same fit on the array loaded into memory (``np.load`` without
+  ``mmap_mode``, timed and counted with it; not run above 10^5, where it
+  needs as much memory as the file). Extra memory is the peak anonymous
+  resident memory during the call above the level before it; time per ECG
+  must stay flat with N.
 - *End to end*: the main job's pipeline (the LUDB records resampled, leads as
   instances, fit for a fixed number of epochs, CP/TP clustering and retrieval
   tables) on the LUDB training patients replicated r times, against the same
@@ -71,10 +79,9 @@ class _PeakAnon:
         self.extra = max(0.0, self.peak - self.base)
 
 
-def embed(n, repeats, estimator):
-    from bench_training import CONFIGS, reference_model
-
-    rng = np.random.default_rng(0)
+def _frames_file(n, seed=0):
+    """A .npy file of n random single-lead 2500-sample float32 frames, written out to disk."""
+    rng = np.random.default_rng(seed)
     path = os.path.join(tempfile.mkdtemp(), "frames.npy")
     frames = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, 1, 2500))
     for start in range(0, n, 4096):
@@ -82,10 +89,18 @@ def embed(n, repeats, estimator):
         frames[start:stop] = rng.standard_normal((stop - start, 1, 2500), dtype=np.float32)
     frames.flush()
     del frames
-    # Write the file out now, so that the kernel's writeback does not run
-    # during the timed reads; the untimed calls below then load the page cache.
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
+    return path
+
+
+def embed(n, repeats, estimator):
+    from bench_training import CONFIGS, reference_model
+
+    # The file is written out first, so that the kernel's writeback does not
+    # run during the timed reads; the untimed calls below load the page cache.
+    path = _frames_file(n)
+    rng = np.random.default_rng(0)
     database = np.load(path, mmap_mode="r")
     if estimator:
         from sklearn_crocs import CROCSClusterer
@@ -116,6 +131,25 @@ def embed(n, repeats, estimator):
     times = repeat(run, repeats)
     os.remove(path)
     return {"times": {"frames": times.tolist()}, "work": {"frames": n}, "peak_mb": memory.extra}
+
+
+def fit(n, in_memory):
+    from sklearn_crocs import CROCSClusterer
+
+    path = _frames_file(n)
+    rng = np.random.default_rng(1)
+    y = np.column_stack([rng.integers(0, 4, n), rng.integers(0, 2, n)])
+    groups = np.arange(n) // 4  # 4 ECGs per patient
+    model = CROCSClusterer(encoder="cnn", max_epochs=1, validation_fraction=0.1, random_state=0)
+    try:
+        with _PeakAnon() as memory:
+            start = time.perf_counter()
+            X = np.load(path) if in_memory else np.load(path, mmap_mode="r")
+            model.fit(X, y, groups=groups)
+            seconds = time.perf_counter() - start
+    finally:
+        os.remove(path)
+    return {"seconds": seconds, "peak_mb": memory.extra}
 
 
 def end_to_end(replicas, epochs, plain):
@@ -156,10 +190,58 @@ def end_to_end(replicas, epochs, plain):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--only", choices=["embed", "fit", "end_to_end"], help="run one of the three parts"
+    )
     args = parser.parse_args(argv)
     print(f"Machine: {machine_summary()}")
-    rounds = 1 if args.quick else 5
-    sizes = [5_000, 10_000] if args.quick else [10_000, 20_000, 40_000, 80_000]
+    if args.only in (None, "fit"):
+        fit_table(args.quick)
+    if args.only in (None, "embed"):
+        embed_table(args.quick)
+    if args.only in (None, "end_to_end"):
+        end_to_end_table(args.quick)
+
+
+def fit_table(quick):
+    sizes = [2_000, 20_000] if quick else [10_000, 100_000, 1_000_000]
+    rows, previous = [], None
+    for n in sizes:
+        lazy = run_isolated("bench_scaling", "fit", n=n, in_memory=False)
+        loaded = None if n > 100_000 else run_isolated("bench_scaling", "fit", n=n, in_memory=True)
+        per_ecg = lazy["seconds"] / n
+        rows.append(
+            [
+                f"{n:,}",
+                f"{n * 2500 * 4 / 1e9:.2f}",
+                "not run" if loaded is None else f"{loaded['seconds']:.1f}",
+                f"{lazy['seconds']:.1f}",
+                f"{1e6 * per_ecg:.0f}",
+                "" if previous is None else f"{per_ecg / previous:.2f}",
+                "not run" if loaded is None else f"{loaded['peak_mb']:.0f}",
+                f"{lazy['peak_mb']:.0f}",
+            ]
+        )
+        previous = per_ecg
+    print_table(
+        "Fit on N single-lead 2500-sample frames (1 epoch, 10 % validation patients)",
+        [
+            "N",
+            "file GB",
+            "loaded: s",
+            "memmap: s",
+            "memmap: us per ECG",
+            "per ECG vs previous N",
+            "loaded: extra MB",
+            "memmap: extra MB",
+        ],
+        rows,
+    )
+
+
+def embed_table(quick):
+    rounds = 1 if quick else 5
+    sizes = [5_000, 10_000] if quick else [10_000, 20_000, 40_000, 80_000]
     # All sizes and both cases take turns, one timed call each per round, so that
     # a change of machine speed hits every size alike; ratios are taken within
     # each round, then the median over rounds.
@@ -196,9 +278,12 @@ def main(argv=None):
         ],
         rows,
     )
+
+
+def end_to_end_table(quick):
     rows, previous = [], None
-    epochs = 1 if args.quick else 5
-    for replicas in [1, 2] if args.quick else [2, 4, 8, 16]:
+    epochs = 1 if quick else 5
+    for replicas in [1, 2] if quick else [2, 4, 8, 16]:
         ref = run_isolated(
             "bench_scaling", "end_to_end", replicas=replicas, epochs=epochs, plain=True
         )

@@ -19,7 +19,7 @@ from sklearn.base import (
     clone,
 )
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 from skorch.callbacks import EarlyStopping, PassthroughScoring
 from skorch.helper import predefined_split
@@ -29,9 +29,17 @@ from ._attributes import AttributeCodec
 from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
 from ._utils import _device_problem, _fused_adam_supported, _nearest, _silent
-from .nn import ArrayDataset, CNNEncoder, CROCSLoss, CROCSNet, RandomWindow, ResNet1dEncoder
+from .nn import (
+    AcceleratedCROCSNet,
+    ArrayDataset,
+    CNNEncoder,
+    CROCSLoss,
+    CROCSNet,
+    RandomWindow,
+    ResNet1dEncoder,
+)
 from .nn._encoders import ENCODERS
-from .nn._net import KeepBestState
+from .nn._net import KeepBestState, is_lazy_array
 
 __all__ = ["CROCSClusterer"]
 
@@ -204,6 +212,15 @@ class CROCSClusterer(
         ``"valid_nce"``, ``"valid_reg"``, ``"early_stopping"``,
         ``"keep_best"``) and skorch's defaults. :meth:`save` does not store
         them: a loaded model has ``callbacks=None``.
+    accelerator : accelerate.Accelerator, default=None
+        Train through Hugging Face Accelerate (skorch's ``AccelerateMixin``;
+        the ``accelerate`` extra): run the same script in several processes,
+        for example with ``accelerate launch --num_processes 2``, and each
+        training step takes ``batch_size`` ECGs in every process and
+        averages the gradients over them (see :ref:`accelerate`). The
+        accelerator places the model, so ``device`` is not used for
+        training. :meth:`save` does not store it: a loaded model has
+        ``accelerator=None``.
     memory_budget : "auto", int or None, default="auto"
         Bytes of memory a fit may need. Before allocating anything, ``fit``
         estimates its peak memory (the M x M weight tables of the M attribute
@@ -327,6 +344,7 @@ class CROCSClusterer(
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "callbacks": [list, None],
+        "accelerator": [HasMethods(["prepare"]), None],
         "memory_budget": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
     }
 
@@ -358,6 +376,7 @@ class CROCSClusterer(
         random_state=None,
         verbose=0,
         callbacks=None,
+        accelerator=None,
         memory_budget="auto",
     ):
         self.encoder = encoder
@@ -386,6 +405,7 @@ class CROCSClusterer(
         self.random_state = random_state
         self.verbose = verbose
         self.callbacks = callbacks
+        self.accelerator = accelerator
         self.memory_budget = memory_budget
 
     # ------------------------------------------------------------------ input
@@ -425,6 +445,30 @@ class CROCSClusterer(
             self.input_shape_ = shape
             self._fit_ndim = ndim
         return X.reshape(X.shape[0], *self.input_shape_)
+
+    def _check_lazy_signals(self, X):
+        """Check the shape and dtype of a lazily read X at fit, without reading it.
+
+        Its values are checked batch by batch as training reads them.
+        """
+        shape = tuple(int(d) for d in X.shape)
+        if len(shape) not in (2, 3):
+            raise ValueError(
+                "Expected X of shape (n_samples, n_timepoints) or (n_samples, n_leads, "
+                f"n_timepoints); got an array of shape {shape}."
+            )
+        if np.dtype(X.dtype).kind not in "biuf":
+            raise ValueError(f"X must hold numbers; got an array of dtype {X.dtype}.")
+        if shape[0] < 2 or math.prod(shape[1:]) < 1:
+            raise ValueError(
+                f"Found array with shape {shape} while {type(self).__name__} needs at "
+                "least 2 samples of at least 1 value."
+            )
+        self.input_shape_ = shape[1:] if len(shape) == 3 else (1, shape[1])
+        self._fit_ndim = len(shape)
+        self.n_features_in_ = math.prod(self.input_shape_)
+        if hasattr(self, "feature_names_in_"):  # from an earlier fit on a DataFrame
+            del self.feature_names_in_
 
     def _fit_attributes(self, y, n_samples):
         """Learn the attributes of y; return ``(target, classes, partial)``.
@@ -552,7 +596,15 @@ class CROCSClusterer(
             ]
         # Clones: a fit must not change the parameters (nor one fit the next).
         callbacks += [clone(callback, safe=False) for callback in self.callbacks or []]
-        return CROCSNet(
+        net_class, placement = CROCSNet, {"device": self.device}
+        if self.accelerator is not None:
+            net_class = AcceleratedCROCSNet
+            # With device placement, skorch's AccelerateMixin requires device=None.
+            placement = {
+                "accelerator": self.accelerator,
+                "device": None if self.accelerator.device_placement else self.device,
+            }
+        return net_class(
             module=encoder,
             module__in_channels=n_leads,
             module__n_timepoints=n_timepoints,
@@ -561,7 +613,7 @@ class CROCSClusterer(
             criterion=criterion,
             **{f"criterion__{k}": v for k, v in criterion_params.items()},
             optimizer=torch.optim.Adam,
-            optimizer__fused=_fused_adam_supported(self.device),
+            optimizer__fused=_fused_adam_supported(self._training_device()),
             lr=self.lr,
             max_epochs=self.max_epochs,
             batch_size=self.batch_size,
@@ -570,11 +622,15 @@ class CROCSClusterer(
             train_split=None if valid_dataset is None else predefined_split(valid_dataset),
             callbacks=callbacks,
             callbacks__print_log__sink=sink,
-            device=self.device,
             verbose=self.verbose,
             shuffle_seed=seed,
             augment=augment,
+            **placement,
         )
+
+    def _training_device(self):
+        """The device training runs on: the accelerator's, if there is one."""
+        return self.device if self.accelerator is None else self.accelerator.device
 
     def _split(self, n_samples, groups, seed, classes):
         """Train and validation indices, keeping each group on one side.
@@ -619,15 +675,24 @@ class CROCSClusterer(
             )
         return train, valid
 
-    def _fit(self, X, y, groups):
-        """Train encoder and prototypes; return the embeddings of X."""
+    def _fit(self, X, y, groups, return_embeddings=False):
+        """Train encoder and prototypes; return the embeddings of X if asked.
+
+        A lazy X (a memory map, ``h5py.Dataset``, ``zarr.Array`` or dask
+        array) is never loaded whole: training reads the rows of each batch,
+        and the embeddings are computed chunk by chunk.
+        """
         problem = _device_problem(self.device)
         if problem is not None:
             raise ValueError(
                 f"device={self.device!r} cannot be used: {problem}. Pass device='cpu', "
                 "or a device that torch can use here."
             )
-        X = self._validate_signals(X, reset=True)
+        lazy = is_lazy_array(X)
+        if lazy:
+            self._check_lazy_signals(X)
+        else:
+            X = self._validate_signals(X, reset=True)
         n_samples = X.shape[0]
         target, classes, partial = self._fit_attributes(y, n_samples)
         encoder = ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
@@ -644,11 +709,17 @@ class CROCSClusterer(
         else:
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
         train, valid = self._split(n_samples, groups, seed, classes)
-        valid_dataset = None
-        if valid is not None:
-            valid_dataset = ArrayDataset(X[valid], target[valid])
+        # Training and validation sets are index sets into X, not copies of it.
+        check = lazy and not get_config()["assume_finite"]  # lazy X was not read yet
 
-        device = torch.device(self.device)
+        def dataset(indices):
+            return ArrayDataset(
+                X, target, indices=indices, sample_shape=self.input_shape_, check_finite=check
+            )
+
+        valid_dataset = None if valid is None else dataset(valid)
+
+        device = torch.device(self._training_device())
         fork_devices = [device] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=fork_devices):
             torch.manual_seed(seed)
@@ -656,31 +727,43 @@ class CROCSClusterer(
             net = self._build_net(
                 *self.input_shape_, seed, valid_dataset, partial if len(partial) else None
             )
-            if valid is None:
-                net.fit(X, target)
-            else:
-                net.fit(X[train], target[train])
+            net.fit(dataset(None if valid is None else train), None)
         # predefined_split holds the validation ECGs: a fitted model (and so any
         # file it is saved to) must not carry training data.
         net.train_split = None
         self.net_ = net
         self.n_iter_ = len(net.history)
 
-        embeddings = self._embed(X)
         learned = F.normalize(net.criterion_.prototypes.detach().float(), dim=1)
         self._learned_prototypes = learned.cpu().numpy()
         # Mean prototypes and counts come from the ECGs whose attributes are all known.
         n_combinations = len(self.attribute_codec_.combinations)
         known = (target >= 0) & (target < n_combinations)
         counts = np.bincount(target[known], minlength=n_combinations)
-        sums = torch.zeros(len(counts), embeddings.shape[1]).index_add_(
-            0, torch.from_numpy(target[known]), torch.from_numpy(embeddings[known])
-        )
+        self._prototype_counts = counts
+        # In-memory X: its embeddings in one piece. Lazy X: chunk by chunk, kept
+        # only when returned, with the learned prototypes' labels on the way.
+        embeddings = None
+        if not lazy:
+            embeddings = self._embed(X)
+        elif return_embeddings:
+            embeddings = self._embed_input(X)
+        chunks = self._embedding_chunks(X) if embeddings is None else [(0, embeddings)]
+        sums = torch.zeros(n_combinations, self.embedding_dim)
+        low = np.full(self.embedding_dim, np.inf, dtype=np.float32)
+        high = -low
+        labels = np.empty(n_samples, dtype=np.int64) if embeddings is None else None
+        for start, part in chunks:
+            rows = slice(start, start + len(part))
+            mask = known[rows]
+            sums.index_add_(0, torch.from_numpy(target[rows][mask]), torch.from_numpy(part[mask]))
+            low, high = np.minimum(low, part.min(axis=0)), np.maximum(high, part.max(axis=0))
+            if labels is not None:
+                labels[rows] = _nearest(part, self._learned_prototypes, counts)
         means = F.normalize(sums, dim=1).numpy()
         means[counts == 0] = np.nan
         self._mean_prototypes = means
-        self._prototype_counts = counts
-        check_training(net.history, embeddings, X)
+        check_training(net.history, float((high - low).max()), X)
         self._select_prototypes()
         if self.prototypes == "mean" and (counts == 0).any():
             missing = np.flatnonzero(counts == 0)
@@ -692,7 +775,12 @@ class CROCSClusterer(
                 UserWarning,
                 stacklevel=3,
             )
-        self.labels_ = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
+        if embeddings is not None:
+            self.labels_ = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
+        elif self.prototypes == "learned":
+            self.labels_ = labels
+        else:  # the mean prototypes are known only now: a second pass
+            self.labels_ = self._predict_chunks(X)
         return embeddings
 
     def _select_prototypes(self):
@@ -753,7 +841,7 @@ class CROCSClusterer(
         embeddings : ndarray of shape (n_samples, embedding_dim)
             Same as ``fit(X, y).transform(X)``.
         """
-        return self._fit(X, y, groups)
+        return self._fit(X, y, groups, return_embeddings=True)
 
     def fit_predict(self, X, y, groups=None):
         """Fit and return the attributes of the nearest prototype of each ECG in X.
@@ -786,11 +874,12 @@ class CROCSClusterer(
         out = self.net_.forward(dataset, training=False, device="cpu")
         return F.normalize(out.float(), dim=1).numpy()
 
-    def _embed_input(self, X):
-        """Validate and embed unseen ECGs, chunk by chunk for large arrays.
+    def _embedding_chunks(self, X):
+        """Validate and embed unseen ECGs chunk by chunk: yield ``(start, embeddings)``.
 
-        An ndarray (or ``np.memmap``) larger than one chunk is read, checked
-        and embedded ``_CHUNK_BYTES`` at a time, with progress lines when
+        An ndarray, memory map or lazy array (see
+        :func:`~sklearn_crocs.nn._net.is_lazy_array`) is read, checked and
+        embedded ``_CHUNK_BYTES`` at a time, with progress lines when
         ``verbose``; other inputs are validated whole. NaN and infinity are
         looked for batch by batch as the net reads them (unless scikit-learn's
         ``assume_finite`` is set), not in a separate pass over the input.
@@ -801,21 +890,39 @@ class CROCSClusterer(
             part = self._validate_signals(part, reset=False, ensure_all_finite=False)
             return self._embed(part, check_finite=check)
 
-        if not (isinstance(X, np.ndarray) and X.ndim in (2, 3) and X.shape[0] > 0):
-            return embed(X)
+        arraylike = isinstance(X, np.ndarray) or is_lazy_array(X)
+        if not (arraylike and len(X.shape) in (2, 3) and X.shape[0] > 0):
+            yield 0, embed(X)
+            return
         rows = max(1, _CHUNK_BYTES // (4 * math.prod(X.shape[1:])))
         batch = self.net_._inference_batch_size()
         rows = max(rows - rows % batch, min(rows, batch))  # whole batches per chunk
         n = X.shape[0]
-        if n <= rows:
-            return embed(X)
-        out = np.empty((n, self.embedding_dim), dtype=np.float32)
         for start in range(0, n, rows):
             stop = min(start + rows, n)
-            out[start:stop] = embed(X[start:stop])
-            if self.verbose:
+            yield start, embed(X[start:stop])
+            if self.verbose and n > rows:
                 print(f"Embedded {stop}/{n} ECGs", flush=True)
+
+    def _embed_input(self, X):
+        """Embeddings of unseen ECGs, computed chunk by chunk (see :meth:`_embedding_chunks`)."""
+        out = None
+        for start, part in self._embedding_chunks(X):
+            if start == 0 and (not hasattr(X, "shape") or len(part) == X.shape[0]):
+                return part  # embedded in one piece
+            if out is None:
+                out = np.empty((X.shape[0], part.shape[1]), dtype=np.float32)
+            out[start : start + len(part)] = part
         return out
+
+    def _predict_chunks(self, X):
+        """Index of the nearest prototype of each unseen ECG, without holding all embeddings."""
+        return np.concatenate(
+            [
+                _nearest(part, self.prototypes_, self.prototype_counts_)
+                for _, part in self._embedding_chunks(X)
+            ]
+        )
 
     def get_prototypes(self, kind=None):
         """Return the learned (CP CROCS) or mean (TP CROCS) prototypes.
@@ -938,7 +1045,8 @@ class CROCSClusterer(
             In the layout of the ``y`` passed to ``fit``: 1-D for 1-D ``y``, a
             DataFrame with the same columns for a DataFrame ``y``.
         """
-        nearest = _nearest(self.transform(X), self.prototypes_, self.prototype_counts_)
+        check_is_fitted(self, "net_")
+        nearest = self._predict_chunks(X)
         return self.attribute_codec_.decode(self._prototype_combinations[nearest])
 
     def score(self, X, y):

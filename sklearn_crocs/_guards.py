@@ -129,15 +129,23 @@ def check_fit_memory(estimator, dims, activation_size):
     )
 
 
-def check_training(history, embeddings, X):
-    """Warn when training failed: a non-finite or exploding loss, else collapsed embeddings."""
+def _abs_max(X, rows=4096):
+    """Largest absolute value of X, read ``rows`` at a time (X may be a lazy array)."""
+    return max(float(np.abs(np.asarray(X[i : i + rows])).max()) for i in range(0, X.shape[0], rows))
+
+
+def check_training(history, spread, X):
+    """Warn when training failed: a non-finite or exploding loss, else collapsed embeddings.
+
+    ``spread``: the largest range of an embedding dimension over the training
+    ECGs (NaN if an embedding is not finite); ``X``: the training signals.
+    """
     scale = (
         "normalise each frame, e.g. with sklearn_crocs.preprocessing.FrameNormalizer before "
         "the clusterer in a Pipeline"
     )
     losses = np.asarray(history[:, "train_loss"], dtype=float)
     nce = np.asarray(history[:, "train_nce"], dtype=float)
-    spread = np.ptp(embeddings, axis=0).max() if len(embeddings) else 0.0
     if not np.isfinite(losses).all():
         epoch = int(np.flatnonzero(~np.isfinite(losses))[0]) + 1
         message = (
@@ -152,12 +160,12 @@ def check_training(history, embeddings, X):
             "tau_s is so small that the softmax is saturated and training learns "
             "nothing. Use tau_s around 0.1 (the paper's value)."
         )
-    elif not np.isfinite(embeddings).all() or spread <= _COLLAPSE_SPREAD:
+    elif not np.isfinite(spread) or spread <= _COLLAPSE_SPREAD:
         message = (
-            f"All {len(embeddings)} training ECGs have the same embedding (fewer than 2 "
+            f"All {X.shape[0]} training ECGs have the same embedding (fewer than 2 "
             "distinct ones): the encoder's output collapsed, and every ECG gets the "
             "same prototype. The usual cause is input far from unit scale (the largest "
-            f"absolute value here is {float(np.abs(X).max()):.3g}): {scale}. Otherwise, "
+            f"absolute value here is {_abs_max(X):.3g}): {scale}. Otherwise, "
             "lr or tau_s may be far from their defaults."
         )
     else:

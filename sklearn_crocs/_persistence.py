@@ -93,6 +93,8 @@ def _encode(value, where):
         return {"dict": {k: _encode(v, f"{where}[{k!r}]") for k, v in value.items()}}
     if isinstance(value, torch.device):
         return {"device": str(value)}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
     if isinstance(value, np.random.RandomState):
         name, keys, pos, has_gauss, gauss = value.get_state()
         return {"random_state": [name, keys.tolist(), pos, has_gauss, gauss]}
@@ -110,7 +112,7 @@ def _decode(value):
         return value
     if len(value) != 1:
         raise ValueError(f"unknown tagged value {value!r}")
-    (tag, content), = value.items()
+    ((tag, content),) = value.items()
     if tag == "tuple":
         return tuple(_decode(v) for v in content)
     if tag == "dict":
@@ -299,9 +301,10 @@ def _clusterer_state(model, prefix=""):
     """``(document, tensors)`` of a fitted CROCSClusterer."""
     params = model.get_params(deep=False)
     encoder = params.pop("encoder")
-    # Callbacks are objects of any class, which a file that runs no code cannot
-    # restore; the loaded model has callbacks=None (documented in save).
+    # Callbacks and accelerators are objects of any class, which a file that runs
+    # no code cannot restore; the loaded model has None (documented in save).
     params.pop("callbacks")
+    params.pop("accelerator")
     codec = model.attribute_codec_
     document = {
         "class": type(model).__name__,
@@ -508,10 +511,15 @@ def _estimator_from_spec(spec, tensors, path, device, encoder):
     from ._clusterer import CROCSClusterer
     from .preprocessing import FrameNormalizer
 
-    (kind, content), = spec.items()
+    ((kind, content),) = spec.items()
     if kind == "CROCSClusterer":
         return _clusterer_from_state(
-            CROCSClusterer, content, tensors, path, device=device, encoder=encoder,
+            CROCSClusterer,
+            content,
+            tensors,
+            path,
+            device=device,
+            encoder=encoder,
             prefix="estimator.",
         )
     if kind == "FrozenEstimator":

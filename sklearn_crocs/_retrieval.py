@@ -1,5 +1,6 @@
 """PrototypeRetriever: search an ECG database by attribute combination or by example."""
 
+import os
 import time
 from numbers import Integral
 
@@ -88,6 +89,14 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         embedding size, default a quarter of it) and ``nbits`` (8 with 10,000
         ECGs or more) for ``"ivf_pq"``; ``M`` (32), ``ef_construction`` (40)
         and ``ef_search`` (64) for ``"hnsw"``. Ignored for ``"exact"``.
+    embeddings_path : str or path-like, default=None
+        Keep the database embeddings on disk: ``fit`` writes them to this
+        ``.npy`` file batch by batch (replacing the file) and ``embeddings_``
+        is a read-only memory map of it, which searches read block by block
+        and FAISS indexes add block by block. Memory then does not grow with
+        the database (a FAISS index holds its own vectors or codes). The
+        file describes the indexed ECGs, which may be patient data: it is
+        left in place for the caller to keep or delete. ``None``: in memory.
 
     Attributes
     ----------
@@ -95,7 +104,8 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         The estimator used: a fitted clone of ``estimator`` when ``fit`` was
         given ``y``, else ``estimator`` itself (not a copy).
     embeddings_ : ndarray of shape (`n_samples_fit_`, embedding_dim), dtype float32
-        Unit-norm embeddings of the indexed database.
+        Unit-norm embeddings of the indexed database (a read-only memory map
+        of ``embeddings_path`` when it is set).
     n_samples_fit_ : int
         Number of ECGs in the database.
     prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
@@ -171,6 +181,7 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         "verbose": ["verbose"],
         "index": [StrOptions({"exact", *INDEX_PARAMS})],
         "index_params": [dict, None],
+        "embeddings_path": [str, os.PathLike, None],
     }
 
     def __init__(
@@ -184,6 +195,7 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         verbose=0,
         index="exact",
         index_params=None,
+        embeddings_path=None,
     ):
         self.estimator = estimator
         self.n_neighbors = n_neighbors
@@ -193,6 +205,7 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         self.verbose = verbose
         self.index = index
         self.index_params = index_params
+        self.embeddings_path = embeddings_path
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None, groups=None):
@@ -238,7 +251,7 @@ default=None
             estimator.fit(X, y, **params)
             crocs = _crocs_step(estimator)
         self.estimator_ = estimator
-        self._set_fitted(estimator, self._embed(X, name="X"))
+        self._set_fitted(estimator, self._embed(X, name="X", path=self.embeddings_path))
         return self
 
     def _set_fitted(self, estimator, embeddings):
@@ -371,8 +384,12 @@ default=None
             distances[short], indices[short] = self._top_k(vectors[short], k, exact=True)
         return distances, indices
 
-    def _embed(self, X, *, name):
-        """Unit-norm float32 embeddings of X, computed ``batch_size`` rows at a time."""
+    def _embed(self, X, *, name, path=None):
+        """Unit-norm float32 embeddings of X, computed ``batch_size`` rows at a time.
+
+        With ``path``, they are written to that ``.npy`` file as they come and
+        returned as a read-only memory map of it.
+        """
         if not hasattr(X, "shape") and not hasattr(X, "iloc"):
             X = np.asarray(X)
         if len(getattr(X, "shape", (0, 0))) < 2:
@@ -393,12 +410,21 @@ default=None
             rows = _rows(X, start, stop)
             out = np.asarray(self.estimator_.transform(rows), dtype=np.float32)
             if embeddings is None:
-                embeddings = np.empty((n_samples, out.shape[1]), dtype=np.float32)
+                shape = (n_samples, out.shape[1])
+                embeddings = (
+                    np.empty(shape, dtype=np.float32)
+                    if path is None
+                    else np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
+                )
             embeddings[start:stop] = out
             if self.verbose and (batch % report_every == 0 or batch == n_batches):
                 print(
                     f"Embedded {stop}/{n_samples} ECGs ({time.perf_counter() - start_time:.1f} s)"
                 )
+        if path is not None:
+            embeddings.flush()
+            del embeddings
+            return np.load(path, mmap_mode="r")
         return embeddings
 
     def _attribute_queries(self, queries):

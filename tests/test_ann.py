@@ -127,6 +127,17 @@ def test_retriever_with_an_index_agrees_with_exact_search(fitted, kind, capsys):
     assert 0 <= approximate.recall({"sex": "F"}, n_neighbors=3) <= 1
 
 
+def test_an_index_over_embeddings_on_disk_is_the_one_in_memory(fitted, tmp_path):
+    # Trained on the same sampled rows and filled block by block from the memory map.
+    model, X = fitted
+    params = {"n_neighbors": 5, "index": "ivf_flat", "index_params": {"nlist": 4, "nprobe": 1}}
+    in_memory = PrototypeRetriever(model, **params).fit(X)
+    on_disk = PrototypeRetriever(model, embeddings_path=tmp_path / "e.npy", **params).fit(X)
+    assert isinstance(on_disk.embeddings_, np.memmap)
+    for got, want in zip(on_disk.kneighbors(), in_memory.kneighbors()):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_short_probes_fall_back_to_exact_search(fitted):
     model, X = fitted
     params = {"nlist": 4, "nprobe": 1}

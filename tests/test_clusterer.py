@@ -172,7 +172,9 @@ def test_loss_variants_reach_the_criterion(synthetic):
     weights = uniform.net_.criterion_.weights.numpy()
     np.testing.assert_allclose(weights[weights > 0], 0.25)
     assert uniform.net_.history[-1, "train_reg"] == 0.0
-    assert _model(reg_reduction="mean", max_epochs=1).fit(X, y).net_.criterion_.reg_reduction == "mean"
+    assert (
+        _model(reg_reduction="mean", max_epochs=1).fit(X, y).net_.criterion_.reg_reduction == "mean"
+    )
 
 
 def test_combination_without_examples(synthetic):
@@ -338,7 +340,9 @@ def test_validation_split_is_stratified_by_the_class_attribute(synthetic, monkey
     y = y.assign(rhythm=np.where(np.isin(groups, [0, 1]), "GSVT", y["rhythm"]))
     for seed in range(4):
         model = _model(validation_fraction=0.25, max_epochs=1, random_state=seed)
-        in_valid = np.isin(np.arange(len(X)), _fit_recording_split(model, X, y, groups, monkeypatch))
+        in_valid = np.isin(
+            np.arange(len(X)), _fit_recording_split(model, X, y, groups, monkeypatch)
+        )
         assert len(np.unique(groups[in_valid])) == 6  # a quarter of the 24 patients
         for side in (in_valid, ~in_valid):
             assert set(y["rhythm"][side]) == {"AFIB", "GSVT", "SB", "SR"}
@@ -369,7 +373,9 @@ def test_training_log_has_colour_codes_only_on_a_terminal(synthetic, capsys, mon
     # Otherwise the same table (the durations aside).
     plain = re.sub(r"\x1b\[[0-9;]*m", "", terminal).splitlines()
     assert plain[:2] == piped.splitlines()[:2]
-    assert [line.split()[:-1] for line in plain] == [line.split()[:-1] for line in piped.splitlines()]
+    assert [line.split()[:-1] for line in plain] == [
+        line.split()[:-1] for line in piped.splitlines()
+    ]
 
 
 # ------------------------------------------------------------------ skorch callbacks
@@ -771,7 +777,7 @@ def test_zero_embedding_gets_the_most_frequent_combination(synthetic, monkeypatc
     model = _model(max_epochs=1).fit(X, y)
     embeddings = model.transform(X[:6])
     embeddings[[1, 4]] = 0  # as a CNN ending in a ReLU can output
-    monkeypatch.setattr(model, "_embed_input", lambda X: embeddings)
+    monkeypatch.setattr(model, "_embedding_chunks", lambda X: iter([(0, embeddings)]))
     predicted = model.predict(X[:6])
     assert predicted.iloc[[1, 4]].to_numpy().tolist() == [["SB", "M", ">=60"]] * 2
     nearest = np.argmax(embeddings @ model.prototypes_.T, axis=1)
@@ -894,9 +900,10 @@ def test_unlabelled_ecgs_train_through_pseudo_labels(synthetic):
     assert model.predict(X).notna().all().all() and len(model.labels_) == len(X)
     # Pseudo-labels make the unlabelled ECGs' class more decided than without them.
     silent = _model(max_epochs=6, unlabelled_weight=0).fit(X, y_semi)
-    assert _top_class_proba(model, X[unlabelled]).mean() > _top_class_proba(
-        silent, X[unlabelled]
-    ).mean()
+    assert (
+        _top_class_proba(model, X[unlabelled]).mean()
+        > _top_class_proba(silent, X[unlabelled]).mean()
+    )
     # With early stopping (stratified by class, unlabelled ECGs as a group of their own).
     stopped = _model(max_epochs=2, validation_fraction=0.25).fit(X, y_semi, groups=groups)
     assert "valid_nce" in stopped.net_.history[-1]
@@ -1011,3 +1018,105 @@ def test_continuous_errors(synthetic, continuous, y_kind, error, match):
     y = y if y_kind == "frame" else y.to_numpy()
     with pytest.raises(error, match=match):
         _model(max_epochs=1, continuous=continuous).fit(X, y)
+
+
+# ------------------------------------------------------------------ out-of-core fit
+class _ReadLog:
+    """A lazy array (shape, dtype, slicing) that records how many rows each read takes."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.dtype, self.reads = array, array.shape, array.dtype, []
+
+    def __getitem__(self, key):
+        rows = self.array[key]
+        self.reads.append(len(rows))
+        return rows
+
+
+def _lazy_copies(X, tmp_path):
+    """X as a float64 memory map, an h5py dataset, a zarr array and a dask array, when installed."""
+    path = tmp_path / "X.npy"
+    np.save(path, X.astype(np.float64))
+    copies = {"memmap float64": np.load(path, mmap_mode="r")}
+    path32 = tmp_path / "X32.npy"
+    np.save(path32, X)
+    copies["memmap float32"] = np.load(path32, mmap_mode="r")
+    try:
+        import h5py
+
+        copies["h5py"] = h5py.File(tmp_path / "X.h5", "w").create_dataset("X", data=X)
+    except ImportError:
+        pass
+    try:
+        import zarr
+
+        copies["zarr"] = zarr.open(
+            str(tmp_path / "X.zarr"),
+            mode="w",
+            shape=X.shape,
+            dtype=X.dtype,
+            chunks=(8, *X.shape[1:]),
+        )
+        copies["zarr"][:] = X
+    except ImportError:
+        pass
+    try:
+        import dask.array as da
+
+        copies["dask"] = da.from_array(X, chunks=(16, *X.shape[1:]))
+    except ImportError:
+        pass
+    return copies
+
+
+@pytest.mark.parametrize("prototypes", ["learned", "mean"])
+def test_fit_on_lazy_arrays_equals_fit_in_memory(synthetic, tmp_path, prototypes):
+    # Same batches in the same order: the same model, whatever holds X.
+    X, y, groups = synthetic
+    params = {"max_epochs": 2, "validation_fraction": 0.25, "prototypes": prototypes}
+    expected = _model(**params).fit(X, y, groups=groups)
+    for name, lazy in _lazy_copies(X, tmp_path).items():
+        model = _model(**params).fit(lazy, y, groups=groups)
+        np.testing.assert_array_equal(model.prototypes_, expected.prototypes_, err_msg=name)
+        np.testing.assert_array_equal(model.labels_, expected.labels_, err_msg=name)
+        assert model.n_features_in_ == X.shape[1] * X.shape[2]
+        assert [h["valid_loss"] for h in model.net_.history] == [
+            h["valid_loss"] for h in expected.net_.history
+        ], name
+        np.testing.assert_array_equal(model.transform(lazy), expected.transform(X), err_msg=name)
+        embedded = _model(**params).fit_transform(lazy, y, groups=groups)
+        np.testing.assert_array_equal(embedded, expected.transform(X), err_msg=name)
+
+
+def test_fit_reads_a_lazy_array_in_batches_and_chunks(synthetic, monkeypatch):
+    import sklearn_crocs._clusterer as clusterer_module
+    from sklearn_crocs.nn import _net
+
+    X, y, groups = synthetic
+    monkeypatch.setattr(_net, "_MAX_INFERENCE_BATCH", 16)  # validation batches
+    monkeypatch.setattr(clusterer_module, "_CHUNK_BYTES", 4 * X[0].size * 20)  # 20 ECGs a chunk
+    log = _ReadLog(X.astype(np.float64))
+    model = _model(max_epochs=2, batch_size=16, validation_fraction=0.25, prototypes="mean")
+    model.fit(log, y, groups=groups)
+    assert max(log.reads) <= 20 < len(X)
+    # 2 epochs of training and validation batches, the embedding pass and the
+    # second pass for the mean prototypes' labels: each ECG read 4 times.
+    assert sum(log.reads) == 4 * len(X)
+
+
+def test_lazy_fit_checks_the_signals_it_reads(synthetic):
+    X, y, _ = synthetic
+    bad = X.astype(np.float64)
+    bad[40, 0, 7] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        _model(max_epochs=1).fit(_ReadLog(bad), y)
+    with config_context(assume_finite=True):  # scikit-learn's switch: not checked
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _model(max_epochs=1).fit(_ReadLog(bad), y)
+    with pytest.raises(ValueError, match="of shape"):
+        _model().fit(_ReadLog(X[..., None]), y)
+    with pytest.raises(ValueError, match="must hold numbers"):
+        _model().fit(_ReadLog(X.astype(complex)), y)
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        _model().fit(_ReadLog(X[:1]), y[:1])

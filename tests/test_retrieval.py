@@ -249,6 +249,21 @@ def test_batched_embedding_with_progress_and_memmap(model, database, tmp_path, c
     assert len(capsys.readouterr().out.strip().splitlines()) == 10  # 30 batches, every third
 
 
+def test_embeddings_on_disk_search_as_in_memory(retriever, model, database, tmp_path):
+    X_db, _ = database
+    path = tmp_path / "embeddings.npy"
+    on_disk = clone(retriever).set_params(embeddings_path=path).fit(X_db)
+    assert isinstance(on_disk.embeddings_, np.memmap) and not on_disk.embeddings_.flags.writeable
+    np.testing.assert_array_equal(np.load(path), retriever.embeddings_)
+    for queries in (None, {"sex": "F"}, X_db[:3]):
+        for got, want in zip(on_disk.kneighbors(queries), retriever.kneighbors(queries)):
+            np.testing.assert_array_equal(got, want)
+    # A saved retriever keeps the path (a string), not the embeddings.
+    on_disk.save(tmp_path / "retriever.safetensors")
+    loaded = PrototypeRetriever.load(tmp_path / "retriever.safetensors")
+    assert loaded.embeddings_path == str(path)
+
+
 def test_joblib_round_trip(retriever, database, tmp_path):
     X_db, _ = database
     joblib.dump(retriever, tmp_path / "retriever.joblib")

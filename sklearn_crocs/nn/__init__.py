@@ -4,9 +4,10 @@ from ._augment import RandomWindow
 from ._encoders import CNNEncoder, ResNet1dEncoder
 from ._fastpath import ReLUMaxPoolDropout
 from ._loss import CROCSLoss, attribute_weight_table
-from ._net import ArrayDataset, CROCSNet
+from ._net import AcceleratedCROCSNet, ArrayDataset, CROCSNet
 
 __all__ = [
+    "AcceleratedCROCSNet",
     "ArrayDataset",
     "CNNEncoder",
     "CROCSLoss",

@@ -28,8 +28,7 @@ def _check_ordinal(ordinal, combinations):
     ordinal = np.asarray(ordinal)
     if ordinal.dtype != bool or ordinal.shape != (n_attributes,):
         raise ValueError(
-            f"ordinal must be None or {n_attributes} booleans, one per attribute; "
-            f"got {ordinal!r}."
+            f"ordinal must be None or {n_attributes} booleans, one per attribute; got {ordinal!r}."
         )
     if ordinal.any() and not np.issubdtype(combinations.dtype, np.number):
         raise ValueError(
@@ -442,7 +441,7 @@ class CROCSLoss(nn.Module):
         confident = top.exp() > self.unlabelled_threshold
         return -log_pc[confident, pseudo_label[confident]].sum()
 
-    def forward(self, embeddings, target):
+    def forward(self, embeddings, target, return_parts=False):
         """Total loss for a batch.
 
         Parameters
@@ -453,11 +452,16 @@ class CROCSLoss(nn.Module):
             Row of ``combinations`` that holds each ECG's attributes,
             ``n_prototypes + r`` for row ``r`` of ``partial_combinations``,
             or ``-1`` for an unlabelled ECG.
+        return_parts : bool, default=False
+            Return the two parts, as :meth:`loss_parts` does, instead of
+            their sum. (:class:`~sklearn_crocs.nn.CROCSNet` asks for them
+            here, not through :meth:`loss_parts`: a ``DistributedDataParallel``
+            wrapper syncs the prototypes' gradients only through ``forward``.)
 
         Returns
         -------
-        loss : torch.Tensor
-            Scalar ``L_NCE + L_reg``.
+        loss : torch.Tensor or tuple of two torch.Tensor
+            Scalar ``L_NCE + L_reg``, or ``(L_NCE, L_reg)``.
         """
         nce, reg = self.loss_parts(embeddings, target)
-        return nce + reg
+        return (nce, reg) if return_parts else nce + reg

@@ -315,3 +315,114 @@ def test_check_finite_batches():
     # A sum that overflows is not an error: the element-wise test decides.
     _check_finite(torch.full((4,), 3e38))
     _check_finite(torch.arange(5))  # integers cannot hold NaN
+
+
+def test_lazy_and_indexed_datasets_give_the_in_memory_batches(tmp_path):
+    from sklearn_crocs.nn._net import is_lazy_array
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 2, 7))
+    y = np.arange(30) % 4
+    rows = rng.permutation(30)[:17]
+    np.save(tmp_path / "X.npy", X)
+    lazy = np.load(tmp_path / "X.npy", mmap_mode="r")  # float64: read batch by batch
+    flat = np.load(tmp_path / "X.npy", mmap_mode="r").reshape(30, 14)
+    expected = ArrayDataset(X[rows].astype(np.float32), y[rows])
+    datasets = [
+        ArrayDataset(X.astype(np.float32), y, indices=rows),
+        ArrayDataset(lazy, y, indices=rows),
+        ArrayDataset(flat, y, indices=rows, sample_shape=(2, 7)),
+    ]
+    assert [d.lazy for d in datasets] == [False, True, True]
+    for dataset in datasets:
+        assert len(dataset) == 17
+        for shuffle in (False, True):
+            got = list(_BatchIterator(dataset, 5, shuffle=shuffle, seed=2))
+            want = list(_BatchIterator(expected, 5, shuffle=shuffle, seed=2))
+            for (xg, yg), (xw, yw) in zip(got, want, strict=True):
+                assert xg.dtype == torch.float32 and xg.shape == xw.shape
+                torch.testing.assert_close(xg, xw, rtol=0, atol=0)
+                torch.testing.assert_close(yg, yw, rtol=0, atol=0)
+        torch.testing.assert_close(dataset[3][0], expected[3][0], rtol=0, atol=0)
+    assert is_lazy_array(lazy) and not is_lazy_array(X) and not is_lazy_array(torch.zeros(2))
+    assert not is_lazy_array([[1.0]])
+    # A float32 C-contiguous memory map is wrapped, not read batch by batch.
+    np.save(tmp_path / "X32.npy", X.astype(np.float32))
+    assert not ArrayDataset(np.load(tmp_path / "X32.npy", mmap_mode="r")).lazy
+
+
+_ACCELERATE_JOB = '''
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+from sklearn_crocs import CROCSClusterer
+
+
+class Encoder(nn.Module):  # no batch norm, no dropout: nothing that differs per process
+    def __init__(self, in_channels, n_timepoints, embedding_dim):
+        super().__init__()
+        self.conv = nn.Conv1d(in_channels, 4, 9, stride=4)
+        self.head = nn.Linear(4 * ((n_timepoints - 9) // 4 + 1), embedding_dim)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.conv(x)).flatten(1))
+
+
+out, batch_size, accelerate = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "accelerate"
+accelerator = None
+if accelerate:
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+rng = np.random.default_rng(0)
+y = rng.integers(0, 2, (128, 2))
+X = (rng.standard_normal((128, 1, 200)) + y[:, :1, None]).astype(np.float32)
+model = CROCSClusterer(
+    encoder=Encoder, embedding_dim=8, max_epochs=3, batch_size=batch_size, lr=1e-2,
+    amplitude_jitter=0, validation_fraction=0.25, random_state=0, accelerator=accelerator,
+).fit(X, y, groups=np.arange(128) // 2)
+if accelerator is None or accelerator.is_main_process:
+    np.savez(
+        out, prototypes=model.prototypes_, embeddings=model.transform(X), labels=model.labels_,
+        valid_loss=[h["valid_loss"] for h in model.net_.history],
+        processes=1 if accelerator is None else accelerator.num_processes,
+    )
+'''
+
+
+def test_two_accelerate_processes_train_as_one_with_their_joint_batch(tmp_path):
+    # Two CPU processes (gloo) with batches of 16 take the same steps as one
+    # process with batches of 32: each step's batch is the same 32 ECGs, split
+    # in two, and the gradients are averaged. Up to float rounding. (Without
+    # batch norm and augmentation, which work per process.)
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    import sklearn_crocs
+
+    pytest.importorskip("accelerate")
+    job = tmp_path / "job.py"
+    job.write_text(_ACCELERATE_JOB)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # The processes import the sklearn_crocs under test.
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(sklearn_crocs.__file__))}
+    run = {"check": True, "capture_output": True, "text": True, "timeout": 300, "env": env}
+    subprocess.run([sys.executable, job, tmp_path / "one.npz", "32", "plain"], **run)
+    # accelerate launch runs several CPU processes through mpirun only; torchrun
+    # starts them with gloo, and Accelerator(cpu=True) joins them.
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    launch += ["--master_addr", "127.0.0.1", "--master_port", str(port)]
+    done = subprocess.run([*launch, job, tmp_path / "two.npz", "16", "accelerate"], **run)
+    one, two = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
+    assert two["processes"] == 2, done.stdout + done.stderr
+    np.testing.assert_allclose(two["prototypes"], one["prototypes"], atol=1e-6)
+    np.testing.assert_allclose(two["embeddings"], one["embeddings"], atol=1e-6)
+    np.testing.assert_allclose(two["valid_loss"], one["valid_loss"], rtol=1e-5)
+    np.testing.assert_array_equal(two["labels"], one["labels"])
