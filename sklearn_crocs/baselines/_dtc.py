@@ -22,6 +22,7 @@ _FIXED = {
     "crop": 1.0,
     "amplitude_jitter": 0.0,
     "callbacks": None,
+    "accelerator": None,
 }
 
 
@@ -250,6 +251,7 @@ class DTC(CROCSClusterer):
     crop = _FIXED["crop"]
     amplitude_jitter = _FIXED["amplitude_jitter"]
     callbacks = _FIXED["callbacks"]
+    accelerator = _FIXED["accelerator"]
     ordinal = _FIXED["ordinal"]
     continuous = _FIXED["continuous"]
 
