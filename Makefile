@@ -54,10 +54,10 @@ bench-defaults: $(STAMP)
 	cd benchmarks && ../$(BIN)/python bench_defaults.py --fits-per-seed 2
 
 ## paper-tables: the paper's experiments (baselines, Tables 1-3, sweeps, ablations) on the
-## bundled PTB-XL sample and LUDB, 5 seeds, 2 processes: writes paper_tables/ and the
+## bundled PTB-XL sample and LUDB, 5 seeds, one process: writes paper_tables/ and the
 ## documentation's "Reproducing the paper" tables (within 2 hours on 2 cores; run on a quiet machine)
 paper-tables: $(STAMP)
-	$(BIN)/python benchmarks/paper_tables.py --n-jobs 2 --output-dir paper_tables --docs docs/user_guide/paper_tables.txt
+	$(BIN)/python benchmarks/paper_tables.py --output-dir paper_tables --docs docs/user_guide/paper_tables.txt
 
 ## bad-input-table: rerun the tests marked bad_input and rewrite the Reliability page's table
 bad-input-table: $(STAMP)

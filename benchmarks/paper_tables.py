@@ -39,7 +39,7 @@ DeepCluster.
 
 Usage::
 
-    python benchmarks/paper_tables.py [--seeds 0 1 2 3 4] [--n-jobs 2] [--output-dir paper_tables]
+    python benchmarks/paper_tables.py [--seeds 0 1 2 3 4] [--n-jobs 1] [--output-dir paper_tables]
     python benchmarks/paper_tables.py --quick   # one seed, 2 epochs: a smoke test
 
 Writes ``tables.md`` (Markdown, mean (std), best mean per column in bold),
