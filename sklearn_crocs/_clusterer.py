@@ -742,7 +742,8 @@ class CROCSClusterer(
         counts = np.bincount(target[known], minlength=n_combinations)
         self._prototype_counts = counts
         # In-memory X: its embeddings in one piece. Lazy X: chunk by chunk, kept
-        # only when returned, with the learned prototypes' labels on the way.
+        # only when returned, with the learned prototypes' labels on the way
+        # (the mean prototypes' need a second pass, below).
         embeddings = None
         if not lazy:
             embeddings = self._embed(X)
@@ -752,7 +753,9 @@ class CROCSClusterer(
         sums = torch.zeros(n_combinations, self.embedding_dim)
         low = np.full(self.embedding_dim, np.inf, dtype=np.float32)
         high = -low
-        labels = np.empty(n_samples, dtype=np.int64) if embeddings is None else None
+        labels = None
+        if embeddings is None and self.prototypes == "learned":
+            labels = np.empty(n_samples, dtype=np.int64)
         for start, part in chunks:
             rows = slice(start, start + len(part))
             mask = known[rows]
@@ -777,7 +780,7 @@ class CROCSClusterer(
             )
         if embeddings is not None:
             self.labels_ = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
-        elif self.prototypes == "learned":
+        elif labels is not None:
             self.labels_ = labels
         else:  # the mean prototypes are known only now: a second pass
             self.labels_ = self._predict_chunks(X)

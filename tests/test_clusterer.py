@@ -792,8 +792,11 @@ def test_early_stopping_without_groups_warns_once(synthetic):
     X, y, groups = synthetic
     with pytest.warns(UserWarning, match=r"fit got no groups.*Pass groups=") as record:
         _model(max_epochs=2, validation_fraction=0.2).fit(X, y)
-    assert len(record) == 1
-    assert record[0].filename == __file__  # points at the caller
+    # Only the package's own warning: the first fit of a process may import
+    # wfdb (through sklearn_crocs.datasets), whose import warns under pandas 3.
+    ours = [w for w in record if "fit got no groups" in str(w.message)]
+    assert len(ours) == 1
+    assert ours[0].filename == __file__  # points at the caller
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _model(max_epochs=2, validation_fraction=0.2).fit(X, y, groups=groups)
