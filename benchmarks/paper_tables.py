@@ -54,6 +54,7 @@ import importlib.util
 import math
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -423,18 +424,24 @@ def main(argv=None):
     tasks = [(dataset, seed) for seed in seeds for dataset in args.datasets]
     figures = args.output_dir / "figures"
 
-    def task(dataset, seed):
-        first = seed == seeds[0]
+    def task(i, dataset, seed):
+        began = time.perf_counter()
+        run = partial(run_task, dataset, seed, args.quick, args.max_ecgs)
+        figures_dir = figures if seed == seeds[0] else None
         if args.n_jobs == 1:
-            return run_task(dataset, seed, args.quick, args.max_ecgs, figures if first else None)
-        # One thread per process: more would only contend for the cores (OpenMP
-        # spin-waits made a k-means 25 times slower on a busy 2-core machine).
-        torch.set_num_threads(1)
-        with threadpool_limits(limits=1):
-            return run_task(dataset, seed, args.quick, args.max_ecgs, figures if first else None)
+            rows = run(figures_dir)
+        else:
+            # One thread per process: more would only contend for the cores (OpenMP
+            # spin-waits made a k-means 25 times slower on a busy 2-core machine).
+            torch.set_num_threads(1)
+            with threadpool_limits(limits=1):
+                rows = run(figures_dir)
+        seconds = time.perf_counter() - began
+        print(f"[{i}/{len(tasks)}] {dataset}, seed {seed}: {seconds:.0f} s", file=sys.stderr)
+        return rows
 
-    results = Parallel(n_jobs=args.n_jobs, verbose=5 if args.n_jobs > 1 else 0)(
-        delayed(task)(dataset, seed) for dataset, seed in tasks
+    results = Parallel(n_jobs=args.n_jobs)(
+        delayed(task)(i, dataset, seed) for i, (dataset, seed) in enumerate(tasks, 1)
     )
     rows = [row for task_rows in results for row in task_rows]
     if args.n_jobs > 1:
