@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_FLAGS := -c constraints-cpu.txt
 
-.PHONY: run test test-min lint docs docs-check bench bench-accuracy bench-defaults clean bad-input-table
+.PHONY: run test test-min lint docs docs-check bench bench-accuracy bench-defaults clean bad-input-table paper-tables
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ bench-accuracy: $(STAMP)
 bench-defaults: $(STAMP)
 	cd benchmarks && ../$(BIN)/python bench_defaults.py --fits-per-seed 2
 
+## paper-tables: the paper's experiments (baselines, Tables 1-3, sweeps, ablations) on the
+## bundled PTB-XL sample and LUDB, 5 seeds, one process: writes paper_tables/ and the
+## documentation's "Reproducing the paper" tables (within 2 hours on 2 cores; run on a quiet machine)
+paper-tables: $(STAMP)
+	$(BIN)/python benchmarks/paper_tables.py --output-dir paper_tables --docs docs/user_guide/paper_tables.txt
+
 ## bad-input-table: rerun the tests marked bad_input and rewrite the Reliability page's table
 bad-input-table: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -m bad_input --bad-input-table=docs/user_guide/bad_input_table.txt
@@ -61,4 +67,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check sklearn_crocs tests examples benchmarks scripts
 
 clean:
-	rm -rf $(VENV) .tox .pytest_cache crocs_output docs/_build docs/auto_examples docs/generated docs/sg_execution_times.rst
+	rm -rf $(VENV) .tox .pytest_cache crocs_output paper_tables docs/_build docs/auto_examples docs/generated docs/sg_execution_times.rst

@@ -47,11 +47,11 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from sklearn.cluster import KMeans
 from sklearn.frozen import FrozenEstimator
 from torch import nn
 
 from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+from sklearn_crocs.baselines import KMeansCROCS, KMeansRaw
 from sklearn_crocs.datasets import load_ptbxl_sample_frames
 from sklearn_crocs.metrics import (
     attribute_accuracy_score,
@@ -167,18 +167,6 @@ def nearest_rows(queries, embeddings, k):
     return np.argsort(-similarity, axis=1, kind="stable")[:, :k]
 
 
-def kmeans_predictions(train_features, train_combination, test_features, n_clusters, seed):
-    """k-means clusters mapped to the combination most of their training ECGs have."""
-    km = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(train_features)
-    fallback = np.bincount(train_combination).argmax()  # for a cluster without training ECGs
-    mapping = np.full(n_clusters, fallback)
-    for cluster in range(n_clusters):
-        members = train_combination[km.labels_ == cluster]
-        if len(members):
-            mapping[cluster] = np.bincount(members).argmax()
-    return mapping[km.predict(test_features)]
-
-
 # ----------------------------------------------------------------------- runs
 def run_seed(seed, crocs_params, quick):
     data = load_ptbxl_sample_frames(random_state=seed)
@@ -191,7 +179,6 @@ def run_seed(seed, crocs_params, quick):
     codes_train = np.column_stack(
         [pd.Categorical(y_train[c], categories=cats).codes for c, cats in zip(names, categories)]
     )
-    combination_train = np.ravel_multi_index(codes_train.T, dims)
     all_attributes = pd.DataFrame(
         np.array([[cats[i] for cats, i in zip(categories, idx)] for idx in np.ndindex(*dims)],
                  dtype=object), columns=names)  # fmt: skip
@@ -213,10 +200,9 @@ def run_seed(seed, crocs_params, quick):
 
     # KM raw: k-means on the signals themselves.
     start = time.perf_counter()
-    flat_train, flat_test = X_train.reshape(len(X_train), -1), X_test.reshape(len(X_test), -1)
-    predicted = kmeans_predictions(flat_train, combination_train, flat_test, math.prod(dims), seed)
+    km_raw = KMeansRaw(n_clusters=math.prod(dims), random_state=seed).fit(X_train, y_train)
     rows["KM raw"] = {
-        **clustering_row(y_test.astype(str), as_frame(predicted).astype(str)),
+        **clustering_row(y_test.astype(str), km_raw.predict_attributes(X_test).astype(str)),
         ("fit", "s"): time.perf_counter() - start,
     }
 
@@ -262,10 +248,9 @@ def run_seed(seed, crocs_params, quick):
             **retrieval_row(y_test, retriever.query_attributes_, indices),
             ("fit", "s"): seconds,
         }
-    predicted = kmeans_predictions(
-        model.transform(X_train), combination_train, model.transform(X_test), math.prod(dims), seed
-    )
-    rows["KM CROCS"] = {**clustering_row(y_test.astype(str), as_frame(predicted).astype(str)),
+    km_crocs = KMeansCROCS(FrozenEstimator(model), random_state=seed).fit(X_train, y_train)
+    predicted = km_crocs.predict_attributes(X_test)
+    rows["KM CROCS"] = {**clustering_row(y_test.astype(str), predicted.astype(str)),
                         ("fit", "s"): seconds}  # fmt: skip
 
     # Ablations of the loss, with the estimator's defaults otherwise.

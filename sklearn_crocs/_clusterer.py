@@ -28,7 +28,7 @@ from torch import nn
 from ._attributes import AttributeCodec
 from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
-from ._utils import _device_problem, _nearest
+from ._utils import _device_problem, _fused_adam_supported, _nearest, _silent
 from .nn import (
     AcceleratedCROCSNet,
     ArrayDataset,
@@ -38,11 +38,11 @@ from .nn import (
     RandomWindow,
     ResNet1dEncoder,
 )
+from .nn._encoders import ENCODERS
 from .nn._net import KeepBestState, is_lazy_array
 
 __all__ = ["CROCSClusterer"]
 
-_ENCODERS = {"cnn": CNNEncoder, "resnet": ResNet1dEncoder}
 
 # Inference reads and validates its input in chunks of about this many bytes
 # of float32 signal, so that embedding a large (e.g. memory-mapped) database
@@ -51,19 +51,6 @@ _CHUNK_BYTES = 64 * 2**20
 
 # The colour codes that skorch's PrintLog puts around each column's best value.
 _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _fused_adam_supported(device):
-    """Whether ``torch.optim.Adam(fused=True)`` runs on ``device`` (CPU: torch >= 2.4).
-
-    The fused update gives the same steps with one kernel instead of a few
-    per parameter tensor.
-    """
-    try:
-        torch.optim.Adam([torch.zeros(1, device=device, requires_grad=True)], fused=True)
-    except Exception:  # older torch, or a device that is not available here
-        return False
-    return True
 
 
 class CROCSClusterer(
@@ -331,7 +318,7 @@ class CROCSClusterer(
     """
 
     _parameter_constraints: dict = {
-        "encoder": [StrOptions(set(_ENCODERS)), type],
+        "encoder": [StrOptions(set(ENCODERS)), type],
         "encoder_params": [dict, None],
         "embedding_dim": [Interval(Integral, 1, None, closed="left")],
         "tau_s": [Interval(Real, 0, None, closed="neither")],
@@ -540,9 +527,31 @@ class CROCSClusterer(
         return [j in positions for j in range(len(codec.names))]
 
     # ---------------------------------------------------------------- fitting
+    def _criterion(self, partial_combinations=None):
+        """The loss that owns the prototypes, and its parameters.
+
+        A subclass trains another prototype loss (the baselines' DTC) by
+        returning another class here; it gets ``combinations``,
+        ``embedding_dim`` and ``class_attribute`` in the same way.
+        """
+        return CROCSLoss, {
+            "combinations": self.attribute_codec_.combinations,
+            "embedding_dim": self.embedding_dim,
+            "class_attribute": self._class_index,
+            "tau_s": self.tau_s,
+            "tau_w": self.tau_w,
+            "beta": self.beta,
+            "loss": self.loss,
+            "reg_reduction": self.reg_reduction,
+            "partial_combinations": partial_combinations,
+            "ordinal": self._ordinal_mask(),
+            "unlabelled_weight": self.unlabelled_weight,
+            "unlabelled_threshold": self.unlabelled_threshold,
+        }
+
     def _build_net(self, n_leads, n_timepoints, seed, valid_dataset, partial_combinations=None):
         if isinstance(self.encoder, str):
-            encoder = _ENCODERS[self.encoder]
+            encoder = ENCODERS[self.encoder]
         elif issubclass(self.encoder, nn.Module):
             encoder = self.encoder
         else:
@@ -564,6 +573,7 @@ class CROCSClusterer(
         if crop < 1 or self.amplitude_jitter > 0:
             augment = RandomWindow(crop=crop, amplitude_jitter=self.amplitude_jitter)
         sink = _print if self.verbose else _silent
+        criterion, criterion_params = self._criterion(partial_combinations)
         callbacks = [
             ("train_nce", PassthroughScoring("train_nce", on_train=True)),
             ("train_reg", PassthroughScoring("train_reg", on_train=True)),
@@ -600,19 +610,8 @@ class CROCSClusterer(
             module__n_timepoints=n_timepoints,
             module__embedding_dim=self.embedding_dim,
             **encoder_params,
-            criterion=CROCSLoss,
-            criterion__combinations=self.attribute_codec_.combinations,
-            criterion__embedding_dim=self.embedding_dim,
-            criterion__class_attribute=self._class_index,
-            criterion__tau_s=self.tau_s,
-            criterion__tau_w=self.tau_w,
-            criterion__beta=self.beta,
-            criterion__loss=self.loss,
-            criterion__reg_reduction=self.reg_reduction,
-            criterion__partial_combinations=partial_combinations,
-            criterion__ordinal=self._ordinal_mask(),
-            criterion__unlabelled_weight=self.unlabelled_weight,
-            criterion__unlabelled_threshold=self.unlabelled_threshold,
+            criterion=criterion,
+            **{f"criterion__{k}": v for k, v in criterion_params.items()},
             optimizer=torch.optim.Adam,
             optimizer__fused=_fused_adam_supported(self._training_device()),
             lr=self.lr,
@@ -696,7 +695,7 @@ class CROCSClusterer(
             X = self._validate_signals(X, reset=True)
         n_samples = X.shape[0]
         target, classes, partial = self._fit_attributes(y, n_samples)
-        encoder = _ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
+        encoder = ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
         size = activation_size(
             encoder, *self.input_shape_, self.embedding_dim, self.encoder_params or {}
         )
@@ -1192,7 +1191,3 @@ def _first_rows(mask, limit=10):
 def _print(text):
     """Sink for the training log: print, without colour codes unless stdout is a terminal."""
     print(text if sys.stdout.isatty() else _ANSI_CODE.sub("", text), flush=True)
-
-
-def _silent(*args, **kwargs):
-    """Sink for the training log when ``verbose=0``."""

@@ -482,7 +482,7 @@ def _estimator_spec(estimator, tensors):
     from ._clusterer import CROCSClusterer
     from .preprocessing import FrameNormalizer
 
-    if isinstance(estimator, CROCSClusterer):
+    if type(estimator) is CROCSClusterer:  # not a subclass such as baselines.DTC
         document, state = _clusterer_state(estimator, prefix="estimator.")
         tensors.update(state)
         return {"CROCSClusterer": document}

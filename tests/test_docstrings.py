@@ -15,6 +15,7 @@ import pytest
 
 PUBLIC_MODULES = [
     "sklearn_crocs",
+    "sklearn_crocs.baselines",
     "sklearn_crocs.datasets",
     "sklearn_crocs.metrics",
     "sklearn_crocs.nn",

@@ -392,3 +392,7 @@ class ResNet1dEncoder(nn.Module):
         True
         """
         return _PlainResNet1d(self.stem, self.blocks, self.head)
+
+
+# The encoders that estimators accept by name (``encoder="cnn"``).
+ENCODERS = {"cnn": CNNEncoder, "resnet": ResNet1dEncoder}

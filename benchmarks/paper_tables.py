@@ -1,0 +1,465 @@
+"""The CROCS paper's experiments on the bundled data: baselines, Tables 1-3, sweeps, ablations.
+
+Protocol (every number is a mean (std) over the seeds; one patient split per seed):
+
+- data: the PTB-XL sample (``load_ptbxl_sample_frames``: 5-s 12-lead frames,
+  class NORM/ABN x sex x age quartile, 16 combinations, 60/40 patient split)
+  and LUDB (``load_ludb_instances``, lead II of each record: 10-s single-lead
+  instances at 250 Hz, rhythm x sex x age quartile, 80/20 patient split; all
+  12 leads as instances would train on 12 times as much, an estimated 4 hours
+  on 2 cores from the fit times of ``--quick``, for the same 21 test
+  patients); models see the training part only,
+  with the training patients as ``groups`` for their early stopping, and
+  nothing is tuned on the test part;
+- Table 1 (clustering of the test ECGs, accuracy and AMI per attribute):
+  CP CROCS (nearest learned prototype), TP CROCS (nearest mean training
+  embedding), KM CROCS, DTC, KM EP, KM raw, DeepCluster, IIC, SeLA and
+  DTCR, beside the majority predictor. Clusters of the unsupervised methods
+  are named after the attributes of their training ECGs (majority vote,
+  ``map_clusters``). Number of clusters as in the paper: DeepCluster one per
+  class, the other unsupervised methods one per attribute combination;
+- Table 2 (retrieval): each prototype of DTC, TP CROCS and CP CROCS retrieves
+  its K nearest test ECGs; P@K for K = 1, 5, 10 by number of matched
+  attributes, the paper's Eq. 5 as written (a prototype that no test ECG
+  matches scores 0), beside random retrieval;
+- Table 3 (ablations, clustering and retrieval): NCE-hard, NCE-soft with
+  tau_w = inf and with the paper's tau_w = 1 (both without the
+  regulariser), NCE-soft + L_reg (tau_w = 1, beta = 0.2), and the
+  prototype map of each (the paper's Figs. 3-4; UMAP if umap-learn is
+  installed, else PCA), on the first seed;
+- sweeps, PTB-XL only: beta in {0.05, 0.1, 0.2, 0.4}; embedding size in
+  {32, 64, 128, 256}; 10 % of the labelled training data (10 % of the
+  training patients): CROCS, DTC and KM EP train on them; the unsupervised
+  methods keep all training ECGs and name their clusters from the 10 %.
+
+Every model uses CROCSClusterer's defaults (encoder, embedding size,
+learning rate, batch size, 40 epochs without an early-stopping split),
+except DeepCluster and SeLA, which train the paper's 30 epochs of
+DeepCluster.
+
+Usage::
+
+    python benchmarks/paper_tables.py [--seeds 0 1 2 3 4] [--n-jobs 1] [--output-dir paper_tables]
+    python benchmarks/paper_tables.py --quick   # one seed, 2 epochs: a smoke test
+
+Writes ``tables.md`` (Markdown, mean (std), best mean per column in bold),
+one CSV per table (means and standard deviations), ``raw.csv`` (every seed)
+and ``figures/`` under the output folder; ``--docs PATH`` also writes the
+Markdown to PATH (the documentation's "Reproducing the paper" page includes
+``docs/user_guide/paper_tables.txt``).
+"""
+
+import argparse
+import importlib.util
+import math
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from joblib import Parallel, delayed
+from sklearn.frozen import FrozenEstimator
+from sklearn.model_selection import GroupShuffleSplit
+from threadpoolctl import threadpool_limits
+
+from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+from sklearn_crocs.baselines import (
+    DTC,
+    DTCR,
+    IIC,
+    DeepCluster,
+    KMeansCROCS,
+    KMeansEP,
+    KMeansRaw,
+    SeLA,
+    map_clusters,
+)
+from sklearn_crocs.datasets import load_ludb_instances, load_ptbxl_sample_frames
+from sklearn_crocs.metrics import (
+    attribute_accuracy_score,
+    attribute_ami_score,
+    chance_precision_at_k,
+    retrieval_report,
+)
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _utils import machine_summary  # noqa: E402
+
+KS = (1, 5, 10)
+BETAS = (0.05, 0.1, 0.2, 0.4)
+EMBEDDING_DIMS = (32, 64, 128, 256)
+LABELLED_FRACTION = 0.1
+# DeepCluster and SeLA have no early stopping; the paper trained DeepCluster 30 epochs.
+PSEUDO_LABEL_EPOCHS = 30
+QUICK_EPOCHS = 2
+
+
+def load_ludb_lead_ii(random_state):
+    """``load_ludb_instances`` restricted to lead II, the rhythm lead."""
+    data = load_ludb_instances(random_state=random_state)
+    lead = data.lead_names.index("II")
+    for part in ("train", "test"):
+        keep = data[f"lead_{part}"] == lead
+        for name in ("X", "y", "groups", "lead"):
+            values = data[f"{name}_{part}"]
+            data[f"{name}_{part}"] = (
+                values[keep].reset_index(drop=True) if name == "y" else values[keep]
+            )
+    return data
+
+
+LOADERS = {"PTB-XL sample": load_ptbxl_sample_frames, "LUDB": load_ludb_lead_ii}
+SWEEP_DATASETS = {"PTB-XL sample"}
+# The paper's ablations at its tau_w = 1 and beta = 0.2, with unordered age
+# groups (the estimator's defaults, tau_w = 0.5, beta = 0 and ordinal age
+# groups, were chosen on validation folds).
+_PAPER = {"ordinal": None}
+ABLATIONS = {
+    "NCE-hard": {"loss": "hard", "beta": 0.0, **_PAPER},
+    "NCE-soft, tau_w = inf": {"tau_w": math.inf, "beta": 0.0, **_PAPER},
+    "NCE-soft": {"tau_w": 1.0, "beta": 0.0, **_PAPER},
+    "NCE-soft + L_reg": {"tau_w": 1.0, "beta": 0.2, **_PAPER},
+}
+TABLES = {
+    "table1": "Table 1: clustering of the test ECGs (%)",
+    "table2": "Table 2: retrieval, P@K of Eq. 5 (%)",
+    "table3": "Table 3: ablations of the CROCS loss (%)",
+    "beta": "Appendix: effect of beta on CP CROCS (%)",
+    "embedding": "Appendix: effect of the embedding size on CP CROCS (%)",
+    "labels10": "Appendix: 10 % of the labelled training data (%)",
+}
+
+
+# --------------------------------------------------------------------- metrics
+def clustering_scores(y_true, y_pred):
+    """{"<attribute> Acc" | "<attribute> AMI": percent} for each attribute."""
+    y_true = y_true.astype(str).reset_index(drop=True)
+    y_pred = pd.DataFrame(y_pred, columns=y_true.columns).astype(str).reset_index(drop=True)
+    accuracy = attribute_accuracy_score(y_true, y_pred).drop("combination")
+    ami = attribute_ami_score(y_true, y_pred).drop("combination")
+    scores = {}
+    for name in y_true.columns:
+        scores[f"{name} Acc"] = 100 * accuracy[name]
+        scores[f"{name} AMI"] = 100 * ami[name]
+    return scores
+
+
+def retrieval_scores(y_true, query_attributes, indices):
+    """{"P@K >=m": percent}: the paper's Eq. 5 as written (``no_match="zero"``)."""
+    report = retrieval_report(
+        y_true.astype(str), (query_attributes.astype(str), indices), k=KS, decimals=None
+    )
+    return {f"P@{k} {m}": v for (k, m), v in report.iloc[0].items()}
+
+
+def chance_scores(y_true, query_attributes):
+    """Expected P@K of retrieving K test ECGs at random, for the same queries."""
+    n_attributes = y_true.shape[1]
+    scores = {}
+    for k in KS:
+        for m in range(1, n_attributes + 1):
+            label = f">={m}" if m < n_attributes else f"={m}"
+            scores[f"P@{k} {label}"] = 100 * chance_precision_at_k(
+                y_true.astype(str), query_attributes.astype(str), k=k, min_matches=m
+            )
+    return scores
+
+
+def prototype_rows(model, X_test, y_test, kinds):
+    """Clustering and retrieval scores of a fitted CROCS-like model, per prototype kind."""
+    rows = {}
+    for name, kind in kinds.items():
+        retriever = PrototypeRetriever(FrozenEstimator(model), query=kind).fit(X_test)
+        indices = retriever.kneighbors(n_neighbors=max(KS), return_distance=False)
+        prototypes, attributes = model.get_prototypes(kind)
+        nearest = np.argmax(retriever.embeddings_ @ prototypes.T, axis=1)
+        rows[name] = {
+            **clustering_scores(y_test, attributes[nearest]),
+            **retrieval_scores(y_test, retriever.query_attributes_, indices),
+        }
+    return rows
+
+
+# ------------------------------------------------------------------------ runs
+def labelled_subset(groups, seed):
+    """Indices of the ECGs of 10 % of the training patients."""
+    splitter = GroupShuffleSplit(n_splits=1, train_size=LABELLED_FRACTION, random_state=seed)
+    subset, _ = next(splitter.split(np.empty(len(groups)), groups=groups))
+    return np.sort(subset)
+
+
+def split_scores(values):
+    """(clustering scores, retrieval scores) of one row of :func:`prototype_rows`."""
+    retrieval = {k: v for k, v in values.items() if k.startswith("P@")}
+    return {k: v for k, v in values.items() if k not in retrieval}, retrieval
+
+
+def run_task(dataset, seed, quick, max_ecgs, figures):
+    """Every experiment on one dataset and one seed: a list of result rows."""
+    if figures is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+    data = LOADERS[dataset](random_state=seed)
+    X, y, groups = data.X_train, data.y_train, data.groups_train
+    X_test, y_test = data.X_test, data.y_test
+    if max_ecgs:  # a small subset, for smoke tests only
+        X, y, groups = X[:max_ecgs], y.iloc[:max_ecgs], groups[:max_ecgs]
+        X_test, y_test = X_test[:max_ecgs], y_test.iloc[:max_ecgs]
+    n_combinations = int(np.prod(y.nunique().to_numpy()))
+    n_classes = y.iloc[:, 0].nunique()
+    epochs = {"max_epochs": QUICK_EPOCHS} if quick else {}
+    pseudo_epochs = {"max_epochs": QUICK_EPOCHS if quick else PSEUDO_LABEL_EPOCHS}
+    rows = []
+
+    def add(experiment, method, scores, cost=None):
+        rows.append({"dataset": dataset, "experiment": experiment, "method": method,
+                     "seed": seed, **scores, **(cost or {})})  # fmt: skip
+
+    def fit(estimator, X_fit, y_fit, groups_fit=None):
+        """Fit; return the estimator and its cost: seconds, and epochs if it trains a net."""
+        kwargs = {} if groups_fit is None else {"groups": groups_fit}
+        start = time.perf_counter()
+        estimator.fit(X_fit, y_fit, **kwargs)
+        cost = {"fit (s)": time.perf_counter() - start}
+        if hasattr(estimator, "n_iter_"):
+            cost["epochs"] = estimator.n_iter_
+        return estimator, cost
+
+    def crocs(X_fit, y_fit, groups_fit, **params):
+        return fit(CROCSClusterer(**params, **epochs, random_state=seed), X_fit, y_fit, groups_fit)
+
+    # Majority predictor and random retrieval: what any method must beat.
+    majority = pd.DataFrame({c: [y[c].astype(str).mode()[0]] * len(y_test) for c in y.columns})
+    add("table1", "Majority", clustering_scores(y_test, majority))
+
+    # CROCS with its defaults: CP, TP and KM CROCS, and the full loss of Table 3.
+    model, cost = crocs(X, y, groups)
+    scores = prototype_rows(model, X_test, y_test, {"CP CROCS": "learned", "TP CROCS": "mean"})
+    for method, values in scores.items():
+        clustering, retrieval = split_scores(values)
+        add("table1", method, clustering, cost)
+        add("table2", method, retrieval)
+    add("table2", "Random retrieval", chance_scores(y_test, scores_queries(model)))
+    km_crocs = KMeansCROCS(FrozenEstimator(model), random_state=seed).fit(X, y)
+    add("table1", "KM CROCS", clustering_scores(y_test, km_crocs.predict_attributes(X_test)), cost)
+
+    # DTC: prototypes like CROCS's, so clustering and retrieval.
+    dtc, cost = fit(DTC(**epochs, random_state=seed), X, y, groups)
+    clustering, retrieval = split_scores(
+        prototype_rows(dtc, X_test, y_test, {"DTC": "learned"})["DTC"]
+    )
+    add("table1", "DTC", clustering, cost)
+    add("table2", "DTC", retrieval)
+
+    # Clustering baselines; y only names the clusters of the unsupervised ones.
+    clusterers = {
+        "KM raw": (KMeansRaw(n_clusters=n_combinations, random_state=seed), None),
+        "DeepCluster": (DeepCluster(n_classes, **pseudo_epochs, random_state=seed), None),
+        "IIC": (IIC(n_combinations, **epochs, random_state=seed), groups),
+        "SeLA": (SeLA(n_combinations, **pseudo_epochs, random_state=seed), None),
+        "DTCR": (DTCR(n_combinations, **epochs, random_state=seed), groups),
+        "KM EP": (KMeansEP(**epochs, random_state=seed), groups),
+    }
+    unsupervised = {}
+    for method, (estimator, groups_fit) in clusterers.items():
+        estimator, cost = fit(estimator, X, y, groups_fit)
+        add("table1", method, clustering_scores(y_test, estimator.predict_attributes(X_test)), cost)
+        if method != "KM EP":
+            unsupervised[method] = estimator
+
+    # Ablations of the loss, and their prototype maps (first seed).
+    variants = {}
+    for name, params in ABLATIONS.items():
+        variants[name], cost = crocs(X, y, groups, **params)
+        values = prototype_rows(variants[name], X_test, y_test, {name: "learned"})[name]
+        add("table3", name, values, cost)
+    if figures is not None:
+        prototype_maps(variants, X_test, y_test, figures / f"prototypes_{slug(dataset)}.png")
+
+    if dataset not in SWEEP_DATASETS:
+        return rows
+    defaults = CROCSClusterer().get_params()
+    sweeps = (("beta", BETAS, "beta"), ("embedding_dim", EMBEDDING_DIMS, "embedding"))
+    for parameter, values, experiment in sweeps:
+        for value in values:
+            if value == defaults[parameter]:
+                swept, cost = model, None  # the default fit above
+            else:
+                swept, cost = crocs(X, y, groups, **{parameter: value})
+            scores = prototype_rows(swept, X_test, y_test, {"CP CROCS": "learned"})["CP CROCS"]
+            add(experiment, f"{parameter} = {value}", scores, cost)
+
+    # 10 % of the labelled data: supervised models train on it; unsupervised
+    # ones keep all training ECGs and name their clusters from the 10 %.
+    subset = labelled_subset(groups, seed)
+    X_l, y_l, groups_l = X[subset], y.iloc[subset], groups[subset]
+    small, cost = crocs(X_l, y_l, groups_l)
+    scores = prototype_rows(small, X_test, y_test, {"CP CROCS": "learned", "TP CROCS": "mean"})
+    for method, values in scores.items():
+        add("labels10", method, values, cost)
+    km_crocs = KMeansCROCS(FrozenEstimator(small), random_state=seed).fit(X_l, y_l)
+    add("labels10", "KM CROCS", clustering_scores(y_test, km_crocs.predict_attributes(X_test)))
+    dtc, cost = fit(DTC(**epochs, random_state=seed), X_l, y_l, groups_l)
+    add("labels10", "DTC", prototype_rows(dtc, X_test, y_test, {"DTC": "learned"})["DTC"], cost)
+    ep, cost = fit(KMeansEP(**epochs, random_state=seed), X_l, y_l, groups_l)
+    add("labels10", "KM EP", clustering_scores(y_test, ep.predict_attributes(X_test)), cost)
+    for method, estimator in unsupervised.items():
+        n_clusters = len(estimator.cluster_attributes_)
+        names = map_clusters(estimator.predict(X_l), y_l, n_clusters=n_clusters)
+        add("labels10", method, clustering_scores(y_test, names.iloc[estimator.predict(X_test)]))
+    return rows
+
+
+def scores_queries(model):
+    """Attribute combinations of the learned prototypes (every combination): the queries."""
+    _, attributes = model.get_prototypes("learned")
+    return pd.DataFrame(attributes, columns=model.attribute_names_)
+
+
+def slug(name):
+    return name.lower().replace(" ", "_").replace("-", "")
+
+
+def prototype_maps(models, X_test, y_test, path):
+    """The paper's Figs. 3-4: one prototype map per variant of the loss."""
+    import matplotlib.pyplot as plt
+
+    from sklearn_crocs.plotting import PrototypeDisplay
+
+    projection = "umap" if importlib.util.find_spec("umap") else "pca"
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.5))
+    for ax, (name, model) in zip(np.atleast_1d(axes), models.items()):
+        PrototypeDisplay.from_estimator(model, X_test, y_test, projection=projection, ax=ax)
+        ax.set_title(name)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------- tables
+def summarise(table):
+    """Mean and std over the seeds of each method's scores, methods in first-seen order.
+
+    Columns: this table's attribute scores, then retrieval, then fit time.
+    """
+    used = [c for c in table.columns if table[c].notna().any()]
+    ordered = [c for c in used if c.endswith(("Acc", "AMI"))]
+    ordered += [c for c in used if c.startswith("P@")]
+    ordered += [c for c in ("fit (s)", "epochs") if c in used]
+    grouped = table.groupby("method", sort=False)[ordered]
+    return grouped.mean(), grouped.std(ddof=1)
+
+
+def format_table(mean, std):
+    """'mean (std)' cells, the best mean of each score column in bold, as the paper does."""
+    columns = [c for c in mean.columns if mean[c].notna().any()]
+    mean, std = mean[columns], std[columns]
+    text = pd.DataFrame(index=mean.index, columns=columns, dtype=object)
+    for column in columns:
+        best = mean[column].max()
+        for method in mean.index:
+            value = mean.loc[method, column]
+            if pd.isna(value):
+                text.loc[method, column] = ""
+                continue
+            spread = std.loc[method, column]
+            cell = f"{value:.1f}" + ("" if pd.isna(spread) else f" ({spread:.1f})")
+            score = column not in ("fit (s)", "epochs")
+            bold = score and np.isclose(value, best) and mean[column].count() > 1
+            text.loc[method, column] = f"**{cell}**" if bold else cell
+    return text
+
+
+def markdown(table):
+    """A GitHub-flavoured Markdown table of a DataFrame of strings (index: method)."""
+    header = ["Method", *map(str, table.columns)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
+    for method, row in table.iterrows():
+        lines.append("| " + " | ".join([str(method), *row.tolist()]) + " |")
+    return "\n".join(lines)
+
+
+def write_outputs(rows, output_dir, header):
+    """Write raw.csv, one CSV per table, and tables.md from the result rows; return the Markdown."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(output_dir / "raw.csv", index=False)
+    parts = [header]
+    for dataset in dict.fromkeys(row["dataset"] for row in rows):
+        for experiment, title in TABLES.items():
+            # Built from this table's rows, so that its columns come in its
+            # dataset's attribute order.
+            table = pd.DataFrame(
+                [r for r in rows if r["dataset"] == dataset and r["experiment"] == experiment]
+            )
+            if table.empty:
+                continue
+            mean, std = summarise(table)
+            name = f"{experiment}_{slug(dataset)}"
+            pd.concat({"mean": mean, "std": std}, axis=1).to_csv(output_dir / f"{name}.csv")
+            n = table["seed"].nunique()
+            parts.append(f"**{title}, {dataset} ({n} seed{'s' if n > 1 else ''})**")
+            parts.append(markdown(format_table(mean, std)))
+    text = "\n\n".join(parts) + "\n"
+    (output_dir / "tables.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--datasets", nargs="+", choices=list(LOADERS), default=list(LOADERS))
+    parser.add_argument("--output-dir", type=Path, default=Path("paper_tables"))
+    parser.add_argument("--docs", type=Path, default=None, help="also write the Markdown here")
+    parser.add_argument("--n-jobs", type=int, default=1, help="processes (one torch thread each)")
+    parser.add_argument("--quick", action="store_true", help="one seed, 2 epochs: a smoke test")
+    parser.add_argument("--max-ecgs", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    seeds = args.seeds[:1] if args.quick else args.seeds
+    start = time.perf_counter()
+    tasks = [(dataset, seed) for seed in seeds for dataset in args.datasets]
+    figures = args.output_dir / "figures"
+
+    def task(i, dataset, seed):
+        began = time.perf_counter()
+        run = partial(run_task, dataset, seed, args.quick, args.max_ecgs)
+        figures_dir = figures if seed == seeds[0] else None
+        if args.n_jobs == 1:
+            rows = run(figures_dir)
+        else:
+            # One thread per process: more would only contend for the cores (OpenMP
+            # spin-waits made a k-means 25 times slower on a busy 2-core machine).
+            torch.set_num_threads(1)
+            with threadpool_limits(limits=1):
+                rows = run(figures_dir)
+        seconds = time.perf_counter() - began
+        print(f"[{i}/{len(tasks)}] {dataset}, seed {seed}: {seconds:.0f} s", file=sys.stderr)
+        return rows
+
+    results = Parallel(n_jobs=args.n_jobs)(
+        delayed(task)(i, dataset, seed) for i, (dataset, seed) in enumerate(tasks, 1)
+    )
+    rows = [row for task_rows in results for row in task_rows]
+    if args.n_jobs > 1:
+        torch.set_num_threads(1)  # as in the workers, for the summary line
+    elapsed = time.perf_counter() - start
+    run = "a smoke run (--quick: one seed, 2 epochs), not results" if args.quick else "results"
+    header = (
+        f"Generated by `benchmarks/paper_tables.py` ({run}): seeds {seeds}, "
+        f"{elapsed / 60:.0f} min on {machine_summary()}, {args.n_jobs} process(es). "
+        "Mean (std) over the seeds; the best mean of each column in bold."
+    )
+    text = write_outputs(rows, args.output_dir, header)
+    if args.docs is not None:
+        args.docs.write_text(text, encoding="utf-8")
+    print(text)
+    print(f"Written to {args.output_dir}/; total time {elapsed:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+"""What the baselines share: CROCS's training defaults, the cluster -> attribute map, the net."""
+
+from numbers import Integral, Real
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.optimize import linear_sum_assignment
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+from skorch.callbacks import EarlyStopping
+from skorch.helper import predefined_split
+from torch import nn
+
+from .._attributes import as_attribute_frame, combination_labels
+from .._clusterer import CROCSClusterer
+from .._utils import _device_problem, _fused_adam_supported, _silent
+from ..nn import ArrayDataset, CROCSNet
+from ..nn._encoders import ENCODERS
+from ..nn._net import KeepBestState
+
+__all__ = ["map_clusters"]
+
+#: CROCSClusterer's defaults: the baselines train with the same encoder,
+#: embedding size, epochs, batch size and learning rate unless told otherwise,
+#: and follow the defaults wherever they change.
+CROCS_DEFAULTS = CROCSClusterer().get_params()
+
+# Constraints of the training parameters, as CROCSClusterer validates them.
+TRAINING_CONSTRAINTS = {
+    name: CROCSClusterer._parameter_constraints[name]
+    for name in (
+        "encoder",
+        "encoder_params",
+        "embedding_dim",
+        "max_epochs",
+        "batch_size",
+        "lr",
+        "validation_fraction",
+        "n_iter_no_change",
+        "device",
+        "random_state",
+        "verbose",
+    )
+}
+MAPPING_CONSTRAINT = {"mapping": [StrOptions({"majority", "hungarian"})]}
+N_CLUSTERS_CONSTRAINT = {"n_clusters": [Interval(Integral, 1, None, closed="left")]}
+POSITIVE = [Interval(Real, 0, None, closed="neither")]
+
+
+def map_clusters(labels, y, *, n_clusters=None, method="majority"):
+    """Attribute combination of each cluster, learned from labelled (training) ECGs.
+
+    An unsupervised clustering has no attributes; to score it with the
+    attribute accuracy of the CROCS paper (Eq. 4), each cluster is named
+    after the combination of attributes of its training ECGs:
+
+    - ``"majority"``: the most frequent combination among its members (ties:
+      the combination met first in ``y``), as is usual for clustering
+      accuracy with more clusters than classes;
+    - ``"hungarian"``: a one-to-one matching of clusters to combinations that
+      maximises the number of ECGs whose combination is their cluster's
+      (:func:`scipy.optimize.linear_sum_assignment`); clusters left over when
+      there are more clusters than combinations fall back to the majority.
+
+    A cluster without labelled members gets the most frequent combination.
+
+    Read more in the :ref:`User Guide <reproducing>`.
+
+    Parameters
+    ----------
+    labels : array-like of shape (n_samples,)
+        Cluster index (``0 .. n_clusters - 1``) of each labelled ECG.
+    y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+        Attributes of the same ECGs.
+    n_clusters : int, default=None
+        Number of clusters; ``None`` means ``max(labels) + 1``.
+    method : {"majority", "hungarian"}, default="majority"
+        How clusters are matched to combinations.
+
+    Returns
+    -------
+    cluster_attributes : pandas.DataFrame of shape (n_clusters, n_attributes)
+        Row ``c`` holds the attributes assigned to cluster ``c``, with the
+        columns and dtypes of ``y`` (as a DataFrame).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from sklearn_crocs.baselines import map_clusters
+    >>> y = pd.DataFrame({"rhythm": ["SR", "SR", "SR", "AF", "AF"],
+    ...                   "sex": ["F", "F", "M", "M", "M"]})
+    >>> map_clusters([0, 0, 0, 1, 1], y)
+      rhythm sex
+    0     SR   F
+    1     AF   M
+
+    The majority may name two clusters alike; the matching does not:
+
+    >>> labels, y = [0, 0, 0, 1, 1], ["a", "a", "a", "a", "b"]
+    >>> map_clusters(labels, y)["attribute_0"].tolist()
+    ['a', 'a']
+    >>> map_clusters(labels, y, method="hungarian")["attribute_0"].tolist()
+    ['a', 'b']
+    """
+    if method not in ("majority", "hungarian"):
+        raise ValueError(f"method must be 'majority' or 'hungarian'; got {method!r}.")
+    labels = np.asarray(labels)
+    frame = as_attribute_frame(y)
+    if labels.ndim != 1 or len(labels) != len(frame):
+        raise ValueError(
+            f"labels must be 1-D with one cluster per row of y; got shape {labels.shape} "
+            f"for {len(frame)} rows."
+        )
+    if len(labels) == 0:
+        raise ValueError("labels and y are empty; pass at least one labelled ECG.")
+    if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
+        raise ValueError("labels must be non-negative integer cluster indices.")
+    n_clusters = int(labels.max()) + 1 if n_clusters is None else int(n_clusters)
+    if labels.max() >= n_clusters:
+        raise ValueError(f"labels holds cluster {labels.max()}, but n_clusters={n_clusters}.")
+    combination, first_rows = pd.factorize(combination_labels(frame))
+    first_rows = np.array([np.flatnonzero(combination == c)[0] for c in range(len(first_rows))])
+    counts = np.zeros((n_clusters, len(first_rows)), dtype=np.int64)
+    np.add.at(counts, (labels, combination), 1)
+    # argmax takes the first maximum: among equally frequent combinations, the one met first.
+    most_frequent = np.bincount(combination).argmax()
+    assigned = np.where(counts.any(axis=1), counts.argmax(axis=1), most_frequent)
+    if method == "hungarian":
+        clusters, combinations = linear_sum_assignment(counts, maximize=True)
+        assigned[clusters] = combinations
+    return frame.iloc[first_rows[assigned]].reset_index(drop=True)
+
+
+class AttributeMapMixin:
+    """``predict_attributes`` for clusterers: each cluster named by :func:`map_clusters`.
+
+    ``fit`` calls :meth:`_fit_map` with the training clusters and ``y``.
+    """
+
+    def _fit_map(self, labels, y):
+        if y is None:
+            return
+        self.cluster_attributes_ = map_clusters(
+            labels, y, n_clusters=self._n_clusters_out(), method=self.mapping
+        )
+
+    def _n_clusters_out(self):
+        return self.n_clusters
+
+    def predict_attributes(self, X):
+        """Attributes of the cluster of each ECG, as named from the training ECGs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+
+        Returns
+        -------
+        attributes : pandas.DataFrame of shape (n_samples, n_attributes)
+            Row ``i``: the attributes of the cluster of ECG ``i``
+            (``cluster_attributes_``, learned by ``fit`` from ``y`` with
+            :func:`map_clusters`).
+        """
+        check_is_fitted(self)
+        if not hasattr(self, "cluster_attributes_"):
+            raise AttributeError(
+                f"This {type(self).__name__} was fitted without y, so its clusters have no "
+                "attributes. Pass the attributes of the training ECGs to fit."
+            )
+        clusters = self.predict(X)
+        return self.cluster_attributes_.iloc[clusters].reset_index(drop=True)
+
+
+class BaselineNet(CROCSNet):
+    """:class:`~sklearn_crocs.nn.CROCSNet` whose criterion takes the module's whole output.
+
+    The batching, devices and inference of CROCSNet, with skorch's plain
+    ``criterion_(y_pred, y_true)`` loss: a baseline's module returns a tuple
+    of what its loss needs.
+    """
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        return self.criterion_(y_pred, y_true.to(self.device))
+
+
+class EncoderModule(nn.Module):
+    """Base of the baselines' modules: an encoder of the package, and its size hint."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    @property
+    def max_activation_size(self):
+        # Read by CROCSNet to size inference batches on CPU.
+        return getattr(self.encoder, "max_activation_size", None)
+
+
+class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
+    """Shared fitting of the neural baselines: input checks, seeding, skorch net, embeddings.
+
+    Subclasses implement ``_build(n_leads, n_timepoints, seed)`` returning
+    ``(module, criterion, callbacks)``; the module is an
+    :class:`EncoderModule` whose ``encoder`` gives the embeddings.
+    """
+
+    def _validate_signals(self, X, *, reset):
+        # CROCSClusterer's checks and messages: (n, T) or (n, leads, T), float32.
+        return CROCSClusterer._validate_signals(self, X, reset=reset)
+
+    def _seed(self):
+        if self.random_state is None:
+            return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+        return int(check_random_state(self.random_state).randint(2**31 - 1))
+
+    def _make_encoder(self, n_leads, n_timepoints):
+        encoder = ENCODERS[self.encoder] if isinstance(self.encoder, str) else self.encoder
+        return encoder(
+            in_channels=n_leads,
+            n_timepoints=n_timepoints,
+            embedding_dim=self.embedding_dim,
+            **(self.encoder_params or {}),
+        )
+
+    def _train(self, X, targets, groups=None):
+        """Fit ``net_`` on validated signals X and per-ECG ``targets``; return the seed."""
+        problem = _device_problem(self.device)
+        if problem is not None:
+            raise ValueError(f"device={self.device!r} cannot be used: {problem}.")
+        seed = self._seed()
+        if getattr(self, "validation_fraction", None) is None:
+            train, valid = np.arange(len(X)), None
+        else:
+            # CROCSClusterer's patient-grouped split (and its warning without
+            # groups), not stratified: the baselines' targets are no classes.
+            train, valid = CROCSClusterer._split(self, len(X), groups, seed, None)
+        callbacks = []
+        if valid is not None:
+            callbacks = [
+                (
+                    "early_stopping",
+                    EarlyStopping(
+                        monitor="valid_loss",
+                        patience=self.n_iter_no_change,
+                        threshold=1e-4,
+                        threshold_mode="rel",
+                        sink=print if self.verbose else _silent,
+                    ),
+                ),
+                ("keep_best", KeepBestState(monitor="valid_loss")),
+            ]
+        device = torch.device(self.device)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            module, criterion, extra_callbacks = self._build(*X.shape[1:], seed)
+            net = BaselineNet(
+                module=module,
+                criterion=criterion,
+                optimizer=torch.optim.Adam,
+                optimizer__fused=_fused_adam_supported(self.device),
+                lr=self.lr,
+                max_epochs=self.max_epochs,
+                batch_size=self.batch_size,
+                predict_batch_size="auto",
+                dataset=ArrayDataset,
+                train_split=(
+                    None
+                    if valid is None
+                    else predefined_split(ArrayDataset(X[valid], targets[valid]))
+                ),
+                callbacks=[*extra_callbacks, *callbacks],
+                device=self.device,
+                verbose=self.verbose,
+                shuffle_seed=seed,
+            )
+            net.fit(X[train], targets[train])
+        net.train_split = None  # a fitted model holds no training ECGs
+        self.net_ = net
+        self.n_iter_ = len(net.history)
+        return seed
+
+    def _encode(self, X, net=None):
+        """Encoder outputs of validated signals X, as a float32 ndarray."""
+        net = self.net_ if net is None else net
+        net._set_training(False)
+        batch_size = net._inference_batch_size()
+        encoder = net.module_.encoder
+        with torch.inference_mode():
+            parts = [
+                encoder(part.to(net.device)).float().cpu()
+                for part in torch.as_tensor(X).split(batch_size)
+            ]
+        return torch.cat(parts).numpy()
+
+    def transform(self, X):
+        """Embed ECGs with the trained encoder.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals with the lead count and length seen in ``fit``.
+
+        Returns
+        -------
+        embeddings : ndarray of shape (n_samples, embedding_dim), dtype float32
+            The encoder's outputs.
+        """
+        check_is_fitted(self, "net_")
+        return self._encode(self._validate_signals(X, reset=False))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.target_tags.multi_output = True
+        tags.transformer_tags.preserves_dtype = ["float32"]
+        return tags
+
+
+def class_codes(y, class_attribute):
+    """Attribute frame of ``y`` and integer codes of its class column."""
+    frame = as_attribute_frame(y)
+    if isinstance(class_attribute, str):
+        if class_attribute not in frame.columns:
+            raise ValueError(
+                f"class_attribute={class_attribute!r} is not an attribute of y; "
+                f"attributes: {list(frame.columns)}."
+            )
+        column = frame[class_attribute]
+    else:
+        if class_attribute >= frame.shape[1]:
+            raise ValueError(
+                f"class_attribute={class_attribute} but y has only {frame.shape[1]} attribute(s)."
+            )
+        column = frame.iloc[:, class_attribute]
+    codes, _ = pd.factorize(column, sort=True)
+    return frame, codes.astype(np.int64)
+
+
+def n_combinations(frame):
+    """Number of attribute combinations (prototypes of CROCS) of an attribute frame."""
+    return int(np.prod(frame.nunique().to_numpy()))
+
+
+# Shared parameter descriptions, substituted for "{training}" and "{early_stopping}"
+# in the docstrings of the neural baselines.
+TRAINING_DOC = """encoder : {"cnn", "resnet"} or nn.Module subclass, default=CROCSClusterer's
+        The encoder, as in :class:`~sklearn_crocs.CROCSClusterer`.
+    encoder_params : dict, default=CROCSClusterer's
+        Extra keyword arguments of the encoder.
+    embedding_dim : int, default=CROCSClusterer's
+        Dimension of the encoder's output.
+    max_epochs : int, default=CROCSClusterer's
+        Number of passes over the training data (at most, with early stopping).
+    batch_size : int, default=CROCSClusterer's
+        Mini-batch size.
+    lr : float, default=CROCSClusterer's
+        Learning rate of Adam."""
+EARLY_STOPPING_DOC = """validation_fraction : float or None, default=CROCSClusterer's
+        Fraction of the patients (``groups``) held out: training stops when
+        their loss has not improved by a relative 1e-4 for
+        ``n_iter_no_change`` epochs, and the weights of the best epoch are
+        kept. ``None`` trains ``max_epochs`` epochs on all data.
+    n_iter_no_change : int, default=CROCSClusterer's
+        Patience of the early stopping, in epochs."""
+RUN_DOC = """device : str or torch.device, default="cpu"
+        Torch device for training and inference.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation, the batch order, the random parts of the
+        method and its k-means. The global random states are left alone.
+    verbose : int, default=0
+        ``1`` prints one line per epoch."""
+
+
+def fill_doc(cls):
+    """Substitute the shared parameter descriptions into ``cls.__doc__``."""
+    cls.__doc__ = (
+        cls.__doc__.replace("{training}", TRAINING_DOC)
+        .replace("{early_stopping}", EARLY_STOPPING_DOC)
+        .replace("{run}", RUN_DOC)
+    )
+    return cls

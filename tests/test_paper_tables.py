@@ -1,0 +1,71 @@
+"""benchmarks/paper_tables.py: a smoke run on a small subset, and its table building."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from threadpoolctl import threadpool_limits
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "paper_tables.py"
+
+
+@pytest.fixture(scope="module")
+def paper_tables():
+    if not SCRIPT.is_file():
+        pytest.skip("benchmarks/ is not available (installed package)")
+    sys.path.insert(0, str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("paper_tables", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.path.remove(str(SCRIPT.parent))
+
+
+def test_quick_run_writes_every_table(paper_tables, tmp_path):
+    pytest.importorskip("matplotlib")
+    docs = tmp_path / "paper_tables.txt"
+    argv = ["--quick", "--datasets", "PTB-XL sample", "--max-ecgs", "160",
+            "--output-dir", str(tmp_path / "out"), "--docs", str(docs), "--n-jobs", "1"]  # fmt: skip
+    with threadpool_limits(limits=1):  # as the suite: one thread per worker
+        assert paper_tables.main(argv) == 0
+    out = tmp_path / "out"
+    text = (out / "tables.md").read_text()
+    assert docs.read_text() == text
+    assert "a smoke run" in text.splitlines()[0]
+    for title in paper_tables.TABLES.values():
+        assert f"**{title}, PTB-XL sample (1 seed)**" in text
+    for name in ("table1", "table2", "table3", "beta", "embedding", "labels10"):
+        assert (out / f"{name}_ptbxl_sample.csv").is_file()
+    assert (out / "figures" / "prototypes_ptbxl_sample.png").stat().st_size > 0
+    raw = pd.read_csv(out / "raw.csv")
+    table1 = set(raw.loc[raw["experiment"] == "table1", "method"])
+    assert table1 == {"Majority", "CP CROCS", "TP CROCS", "KM CROCS", "DTC", "KM raw", "KM EP",
+                      "DeepCluster", "IIC", "SeLA", "DTCR"}  # fmt: skip
+    assert set(raw.loc[raw["experiment"] == "table2", "method"]) == {
+        "CP CROCS", "TP CROCS", "DTC", "Random retrieval"}  # fmt: skip
+    assert set(raw.loc[raw["experiment"] == "table3", "method"]) == set(paper_tables.ABLATIONS)
+    scores = raw.filter(regex="Acc$|P@")
+    assert ((scores >= 0) & (scores <= 100) | scores.isna()).all().all()
+
+
+def test_tables_show_mean_std_and_bold_the_best_mean(paper_tables, tmp_path):
+    rows = [
+        {"dataset": "D", "experiment": "table1", "method": m, "seed": s, "sex Acc": acc,
+         "fit (s)": 5.0}
+        for m, accs in {"A": (50, 60), "B": (70, 80)}.items()
+        for s, acc in enumerate(accs)
+    ]  # fmt: skip
+    # Another dataset whose attributes come in another order.
+    rows += [{"dataset": "E", "experiment": "table1", "method": "A", "seed": 0, "rhythm Acc": 1.0,
+              "sex Acc": 2.0}]  # fmt: skip
+    text = paper_tables.write_outputs(rows, tmp_path, "header")
+    assert "| A | 55.0 (7.1) | 5.0 (0.0) |" in text
+    assert "| B | **75.0 (7.1)** | 5.0 (0.0) |" in text  # fit time is never bold
+    assert "**Table 1: clustering of the test ECGs (%), D (2 seeds)**" in text
+    assert "| Method | rhythm Acc | sex Acc |" in text
+    saved = pd.read_csv(tmp_path / "table1_d.csv", header=[0, 1], index_col=0)
+    assert np.allclose(saved[("mean", "sex Acc")], [55, 75])
+    assert np.allclose(saved[("std", "sex Acc")], [np.std([50, 60], ddof=1)] * 2)
