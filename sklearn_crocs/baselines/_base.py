@@ -45,6 +45,13 @@ TRAINING_CONSTRAINTS = {
         "verbose",
     )
 }
+# DeepCluster and SeLA redraw their pseudo-labels every epoch, so their loss
+# is not comparable from one epoch to the next: they have no early stopping.
+NO_VALIDATION_TRAINING_CONSTRAINTS = {
+    k: v
+    for k, v in TRAINING_CONSTRAINTS.items()
+    if k not in ("validation_fraction", "n_iter_no_change")
+}
 MAPPING_CONSTRAINT = {"mapping": [StrOptions({"majority", "hungarian"})]}
 N_CLUSTERS_CONSTRAINT = {"n_clusters": [Interval(Integral, 1, None, closed="left")]}
 POSITIVE = [Interval(Real, 0, None, closed="neither")]

@@ -16,7 +16,7 @@ from ._base import (
     CROCS_DEFAULTS,
     MAPPING_CONSTRAINT,
     N_CLUSTERS_CONSTRAINT,
-    TRAINING_CONSTRAINTS,
+    NO_VALIDATION_TRAINING_CONSTRAINTS,
     AttributeMapMixin,
     EncoderModule,
     NeuralBaseline,
@@ -205,9 +205,8 @@ class DeepCluster(AttributeMapMixin, NeuralBaseline):
         **N_CLUSTERS_CONSTRAINT,
         "n_init": [Interval(Integral, 1, None, closed="left")],
         **MAPPING_CONSTRAINT,
-        **{k: v for k, v in TRAINING_CONSTRAINTS.items() if "validation" not in k and
-           k != "n_iter_no_change"},
-    }  # fmt: skip
+        **NO_VALIDATION_TRAINING_CONSTRAINTS,
+    }
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from ._base import (
     CROCS_DEFAULTS,
     MAPPING_CONSTRAINT,
     N_CLUSTERS_CONSTRAINT,
-    TRAINING_CONSTRAINTS,
+    NO_VALIDATION_TRAINING_CONSTRAINTS,
     AttributeMapMixin,
     NeuralBaseline,
     fill_doc,
@@ -148,9 +148,8 @@ class SeLA(AttributeMapMixin, NeuralBaseline):
         **N_CLUSTERS_CONSTRAINT,
         "sinkhorn_lambda": [Interval(Real, 0, None, closed="neither")],
         **MAPPING_CONSTRAINT,
-        **{k: v for k, v in TRAINING_CONSTRAINTS.items() if "validation" not in k and
-           k != "n_iter_no_change"},
-    }  # fmt: skip
+        **NO_VALIDATION_TRAINING_CONSTRAINTS,
+    }
 
     def __init__(
         self,
