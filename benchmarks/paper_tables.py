@@ -342,8 +342,12 @@ def prototype_maps(models, X_test, y_test, path):
 
 
 # ---------------------------------------------------------------------- tables
+REFERENCE_ROWS = ("Majority", "Random retrieval")
+
+
 def summarise(table):
-    """Mean and std over the seeds of each method's scores, methods in first-seen order.
+    """Mean and std over the seeds of each method's scores, methods in first-seen order
+    after the reference rows.
 
     Columns: this table's attribute scores, then retrieval, then fit time.
     """
@@ -352,7 +356,10 @@ def summarise(table):
     ordered += [c for c in used if c.startswith("P@")]
     ordered += [c for c in ("fit (s)", "epochs") if c in used]
     grouped = table.groupby("method", sort=False)[ordered]
-    return grouped.mean(), grouped.std(ddof=1)
+    mean, std = grouped.mean(), grouped.std(ddof=1)
+    # The reference rows first, as what every method must beat.
+    methods = sorted(mean.index, key=lambda method: method not in REFERENCE_ROWS)
+    return mean.loc[methods], std.loc[methods]
 
 
 def format_table(mean, std):

@@ -58,14 +58,18 @@ def test_tables_show_mean_std_and_bold_the_best_mean(paper_tables, tmp_path):
         for m, accs in {"A": (50, 60), "B": (70, 80)}.items()
         for s, acc in enumerate(accs)
     ]  # fmt: skip
+    # A reference row seen last is shown first.
+    rows += [{"dataset": "D", "experiment": "table1", "method": "Majority", "seed": s,
+              "sex Acc": 40.0} for s in (0, 1)]  # fmt: skip
     # Another dataset whose attributes come in another order.
     rows += [{"dataset": "E", "experiment": "table1", "method": "A", "seed": 0, "rhythm Acc": 1.0,
               "sex Acc": 2.0}]  # fmt: skip
     text = paper_tables.write_outputs(rows, tmp_path, "header")
     assert "| A | 55.0 (7.1) | 5.0 (0.0) |" in text
+    assert text.index("| Majority | 40.0 (0.0) |  |") < text.index("| A |")
     assert "| B | **75.0 (7.1)** | 5.0 (0.0) |" in text  # fit time is never bold
     assert "**Table 1: clustering of the test ECGs (%), D (2 seeds)**" in text
     assert "| Method | rhythm Acc | sex Acc |" in text
     saved = pd.read_csv(tmp_path / "table1_d.csv", header=[0, 1], index_col=0)
-    assert np.allclose(saved[("mean", "sex Acc")], [55, 75])
-    assert np.allclose(saved[("std", "sex Acc")], [np.std([50, 60], ddof=1)] * 2)
+    assert np.allclose(saved[("mean", "sex Acc")], [40, 55, 75])
+    assert np.allclose(saved[("std", "sex Acc")], [0] + [np.std([50, 60], ddof=1)] * 2)
