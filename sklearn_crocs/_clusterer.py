@@ -18,17 +18,16 @@ from sklearn.base import (
     _fit_context,
     clone,
 )
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
-from skorch.callbacks import EarlyStopping, PassthroughScoring
+from skorch.callbacks import PassthroughScoring
 from skorch.helper import predefined_split
 from torch import nn
 
 from ._attributes import AttributeCodec
 from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
-from ._utils import _device_problem, _fused_adam_supported, _nearest, _silent
+from ._utils import _device_problem, _draw_seed, _fused_adam_supported, _nearest, _silent
 from .nn import (
     AcceleratedCROCSNet,
     ArrayDataset,
@@ -39,7 +38,7 @@ from .nn import (
     ResNet1dEncoder,
 )
 from .nn._encoders import ENCODERS
-from .nn._net import KeepBestState, is_lazy_array
+from .nn._net import early_stopping_callbacks, is_lazy_array
 
 __all__ = ["CROCSClusterer"]
 
@@ -582,17 +581,7 @@ class CROCSClusterer(
             callbacks += [
                 ("valid_nce", PassthroughScoring("valid_nce")),
                 ("valid_reg", PassthroughScoring("valid_reg")),
-                (
-                    "early_stopping",
-                    EarlyStopping(
-                        monitor="valid_nce",
-                        patience=self.n_iter_no_change,
-                        threshold=1e-4,
-                        threshold_mode="rel",
-                        sink=sink,
-                    ),
-                ),
-                ("keep_best", KeepBestState(monitor="valid_nce")),
+                *early_stopping_callbacks("valid_nce", self.n_iter_no_change, sink),
             ]
         # Clones: a fit must not change the parameters (nor one fit the next).
         callbacks += [clone(callback, safe=False) for callback in self.callbacks or []]
@@ -704,10 +693,7 @@ class CROCSClusterer(
             groups = np.asarray(groups)
             check_consistent_length(X, groups)
 
-        if self.random_state is None:
-            seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-        else:
-            seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+        seed = _draw_seed(self.random_state)
         train, valid = self._split(n_samples, groups, seed, classes)
         # Training and validation sets are index sets into X, not copies of it.
         check = lazy and not get_config()["assume_finite"]  # lazy X was not read yet

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
+from sklearn.utils import check_random_state
 
 
 def _python_value(value):
@@ -101,3 +102,10 @@ def _fused_adam_supported(device):
 
 def _silent(*args, **kwargs):
     """Sink for the training log when ``verbose=0``."""
+
+
+def _draw_seed(random_state):
+    """A torch seed from ``random_state`` (``None``: fresh OS entropy, not the global state)."""
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    return int(check_random_state(random_state).randint(2**31 - 1))

@@ -7,19 +7,17 @@ import pandas as pd
 import torch
 from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from skorch.callbacks import EarlyStopping
 from skorch.helper import predefined_split
 from torch import nn
 
 from .._attributes import as_attribute_frame, combination_labels
 from .._clusterer import CROCSClusterer
-from .._utils import _device_problem, _fused_adam_supported, _silent
+from .._utils import _device_problem, _draw_seed, _fused_adam_supported, _silent
 from ..nn import ArrayDataset, CROCSNet
 from ..nn._encoders import ENCODERS
-from ..nn._net import KeepBestState
+from ..nn._net import early_stopping_callbacks
 
 __all__ = ["map_clusters"]
 
@@ -219,11 +217,6 @@ class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
         # CROCSClusterer's checks and messages: (n, T) or (n, leads, T), float32.
         return CROCSClusterer._validate_signals(self, X, reset=reset)
 
-    def _seed(self):
-        if self.random_state is None:
-            return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-        return int(check_random_state(self.random_state).randint(2**31 - 1))
-
     def _make_encoder(self, n_leads, n_timepoints):
         encoder = ENCODERS[self.encoder] if isinstance(self.encoder, str) else self.encoder
         return encoder(
@@ -238,7 +231,7 @@ class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
         problem = _device_problem(self.device)
         if problem is not None:
             raise ValueError(f"device={self.device!r} cannot be used: {problem}.")
-        seed = self._seed()
+        seed = _draw_seed(self.random_state)
         if getattr(self, "validation_fraction", None) is None:
             train, valid = np.arange(len(X)), None
         else:
@@ -247,19 +240,8 @@ class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
             train, valid = CROCSClusterer._split(self, len(X), groups, seed, None)
         callbacks = []
         if valid is not None:
-            callbacks = [
-                (
-                    "early_stopping",
-                    EarlyStopping(
-                        monitor="valid_loss",
-                        patience=self.n_iter_no_change,
-                        threshold=1e-4,
-                        threshold_mode="rel",
-                        sink=print if self.verbose else _silent,
-                    ),
-                ),
-                ("keep_best", KeepBestState(monitor="valid_loss")),
-            ]
+            sink = print if self.verbose else _silent
+            callbacks = early_stopping_callbacks("valid_loss", self.n_iter_no_change, sink)
         device = torch.device(self.device)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)

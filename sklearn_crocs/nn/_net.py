@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.utils import assert_all_finite
 from skorch import NeuralNet
-from skorch.callbacks import Callback
+from skorch.callbacks import Callback, EarlyStopping
 from skorch.hf import AccelerateMixin
 from skorch.utils import to_device
 from torch.utils.data import DataLoader, Dataset
@@ -375,6 +375,15 @@ class KeepBestState(Callback):
                 net.module_.load_state_dict(self.best_state_["module"])
                 net.criterion_.load_state_dict(self.best_state_["criterion"])
             self.best_state_ = None  # do not carry a second copy into pickles
+
+
+def early_stopping_callbacks(monitor, patience, sink):
+    """Named skorch callbacks: stop when ``monitor`` has not improved by a relative
+    1e-4 for ``patience`` epochs, and keep the weights of the best epoch."""
+    stop = EarlyStopping(
+        monitor=monitor, patience=patience, threshold=1e-4, threshold_mode="rel", sink=sink
+    )
+    return [("early_stopping", stop), ("keep_best", KeepBestState(monitor=monitor))]
 
 
 class CROCSNet(NeuralNet):
