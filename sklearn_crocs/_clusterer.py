@@ -1062,7 +1062,7 @@ class CROCSClusterer(
         predicted = self._prototype_combinations[nearest]
         return float(np.mean(codec.combinations[true] == codec.combinations[predicted]))
 
-    def save(self, path):
+    def save(self, path, *, overwrite=False):
         """Write the fitted model to a file that runs no code when loaded.
 
         The file is a safetensors file: the network's weights, the prototypes
@@ -1075,8 +1075,11 @@ class CROCSClusterer(
         Parameters
         ----------
         path : str or path-like
-            File to write (replaced atomically if it exists); the extension
-            ``.safetensors`` is customary.
+            File to write; the extension ``.safetensors`` is customary. A
+            model file already there is replaced atomically (an interrupted
+            save leaves it as it was); any other file is refused.
+        overwrite : bool, default=False
+            Replace ``path`` even if it is not a model file of this package.
 
         Returns
         -------
@@ -1104,11 +1107,11 @@ class CROCSClusterer(
         True
         """
         check_is_fitted(self, "net_")
-        save_clusterer(self, path)
+        save_clusterer(self, path, overwrite=overwrite)
         return self
 
     @classmethod
-    def load(cls, path, *, device=None, encoder=None):
+    def load(cls, path, *, device=None, encoder=None, sha256=None):
         """Read a model written by :meth:`save`.
 
         Only JSON and tensors are read: nothing in the file is executed or
@@ -1129,6 +1132,11 @@ class CROCSClusterer(
             The encoder class, for a model fitted with a custom encoder
             class: the file records only its name, and classes are never
             imported from a file.
+        sha256 : str, default=None
+            The SHA-256 of the whole file (64 hexadecimal digits), as
+            published by whoever sent the model: a file with another hash is
+            refused before it is parsed. The hash inside the file only
+            detects damage; anyone who edits a file can recompute it.
 
         Returns
         -------
@@ -1152,7 +1160,7 @@ class CROCSClusterer(
         >>> np.array_equal(loaded.transform(X), model.transform(X))
         True
         """
-        return load_clusterer(cls, path, device=device, encoder=encoder)
+        return load_clusterer(cls, path, device=device, encoder=encoder, sha256=sha256)
 
     @property
     def _n_features_out(self):

@@ -12,6 +12,14 @@ rebuilt network against the parameters, before anything is returned.
 Nothing in a file derives from the training signals except the fitted
 weights, prototypes, mean embeddings and each training ECG's cluster label
 (``labels_``); a retriever's database embeddings are written only on request.
+
+A file describes a model; it never directs the package. It names no path that
+is used (``embeddings_path`` is not saved, and refused if a file has it),
+every size it declares is checked against the tensors actually in the file
+and against fixed limits before anything is allocated from it, and dtypes are
+taken only from a fixed list of names. The document's SHA-256 detects damage,
+not tampering: whoever edits a file can recompute it (``load(sha256=...)``
+checks the whole file against a hash obtained from the model's source).
 """
 
 import hashlib
@@ -19,6 +27,7 @@ import json
 import math
 import os
 import platform
+import re
 import warnings
 
 import numpy as np
@@ -31,7 +40,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from skorch.history import History
 
-from ._attributes import AttributeCodec
+from ._attributes import LAYOUTS, MAX_COMBINATIONS, AttributeCodec
 from ._utils import _atomic_path, _crocs_step, _device_problem, _python_value
 
 __all__ = ["InvalidModelFileError"]
@@ -43,6 +52,36 @@ FORMAT_VERSION = 1
 _METADATA_KEY = "sklearn_crocs"
 # The document's own SHA-256, so that a changed byte in it is found too.
 _DIGEST_KEY = "sklearn_crocs_sha256"
+
+# Parameters that a model file never sets, by class: objects of any class,
+# which a file that runs no code cannot restore, and paths on the user's
+# machine, which only the caller names. Saving leaves them out; a file that
+# has them is refused.
+_PARAMS_NOT_IN_FILES = {
+    "CROCSClusterer": ("encoder", "callbacks", "accelerator"),
+    "PrototypeRetriever": ("estimator", "embeddings_path"),
+}
+# Tensor dtypes a model file may hold (torch names); the tensors' bytes are in
+# the file, so reading them allocates no more than the file's size.
+_TENSOR_DTYPES = frozenset(
+    ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64"]
+    + ["uint8", "bool"]
+)
+# Dtype names of attributes: fixed names only (NumPy numbers, bool and object;
+# pandas' string and nullable numbers, which pandas gives DataFrame columns).
+# No parameterised dtype: a time zone, period or interval dtype makes pandas
+# look up and open files named in the dtype.
+_ATTRIBUTE_DTYPES = frozenset(
+    ["object", "bool", "str", "string", "boolean"]
+    + [f"{kind}{bits}" for kind in ("int", "uint", "Int", "UInt") for bits in (8, 16, 32, 64)]
+    + [f"{kind}{bits}" for kind in ("float", "Float") for bits in (16, 32, 64)]
+)
+# Dtypes of arrays of attribute values, as numpy writes them (dtype.str).
+_VALUE_DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|U(\d{1,9}))")
+# Largest input a loaded model accepts: 4096 leads, 2**31 samples per lead.
+_MAX_LEADS, _MAX_TIMEPOINTS = 4096, 2**31
+# Nesting of FrozenEstimator and Pipeline in a retriever's estimator.
+_MAX_NESTING = 16
 
 
 class InvalidModelFileError(ValueError):
@@ -142,7 +181,29 @@ def _encode_values(values, where):
 
 
 def _decode_values(spec):
-    return np.asarray(spec["values"], dtype=np.dtype(spec["dtype"]))
+    """The array ``_encode_values`` wrote; its dtype checked before it is allocated."""
+    if not isinstance(spec, dict) or set(spec) != {"dtype", "values"}:
+        raise ValueError("an array of attribute values is not {'dtype', 'values'}")
+    values, dtype = spec["values"], spec["dtype"]
+    if not isinstance(values, list) or not all(
+        isinstance(v, (bool, int, float, str)) for v in values
+    ):
+        raise ValueError("attribute values are not a list of numbers, strings and booleans")
+    match = _VALUE_DTYPE.fullmatch(dtype) if isinstance(dtype, str) else None
+    if dtype != "object" and match is None:
+        raise ValueError(
+            f"attribute values have the dtype {dtype!r}, which a model file cannot use"
+        )
+    if match is not None and match.group(1) is not None:
+        # A string dtype's width is the longest value's: "<U100000000" with
+        # short values would allocate 400 MB per value.
+        longest = max((len(v) for v in values if isinstance(v, str)), default=0)
+        if int(match.group(1)) > max(longest, 1):
+            raise ValueError(
+                f"attribute values declare the dtype {dtype!r}, wider than their longest "
+                f"value ({longest} characters)"
+            )
+    return np.asarray(values, dtype=np.dtype(dtype))
 
 
 def _encode_dtype(dtype, where):
@@ -151,12 +212,25 @@ def _encode_dtype(dtype, where):
             "categories": _encode_values(dtype.categories.to_numpy(), where),
             "ordered": bool(dtype.ordered),
         }
+    if str(dtype) not in _ATTRIBUTE_DTYPES:
+        raise TypeError(
+            f"{where} is {dtype}, which a model file cannot store (it stores numbers, "
+            "booleans, strings, objects and categoricals). Convert that column of y "
+            "(e.g. y.astype({name: str})) and fit again."
+        )
     return {"name": str(dtype)}
 
 
 def _decode_dtype(spec):
-    if "categories" in spec:
+    if not isinstance(spec, dict):
+        raise ValueError("an attribute dtype is not an object")
+    if set(spec) == {"categories", "ordered"} and isinstance(spec["ordered"], bool):
         return pd.CategoricalDtype(_decode_values(spec["categories"]), ordered=spec["ordered"])
+    if set(spec) != {"name"} or spec["name"] not in _ATTRIBUTE_DTYPES:
+        raise ValueError(
+            f"an attribute has the dtype {str(spec.get('name'))[:80]!r}; a model file may "
+            f"name only {sorted(_ATTRIBUTE_DTYPES)} or a categorical"
+        )
     return pd.api.types.pandas_dtype(spec["name"])
 
 
@@ -176,8 +250,26 @@ def _digest(tensor):
     return hashlib.sha256(data.tobytes()).hexdigest()
 
 
-def _write(path, kind, document, tensors):
+def _is_model_file(path):
+    """Whether ``path`` is a regular file holding an sklearn-crocs model document."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    try:
+        with safe_open(path, framework="pt", device="cpu") as fh:
+            return _METADATA_KEY in (fh.metadata() or {})
+    except Exception:  # any file that safetensors cannot read is not a model file
+        return False
+
+
+def _write(path, kind, document, tensors, *, overwrite=False):
     """Write ``tensors`` and ``document`` to ``path`` atomically."""
+    path = os.fspath(path)
+    if not overwrite and os.path.lexists(path) and not _is_model_file(path):
+        what = "a symbolic link" if os.path.islink(path) else "not an sklearn-crocs model file"
+        raise FileExistsError(
+            f"{path} exists and is {what}; save replaces only model files it wrote. "
+            "Choose another path, or pass overwrite=True to replace it."
+        )
     tensors = {
         name: (torch.from_numpy(np.ascontiguousarray(t)) if isinstance(t, np.ndarray) else t)
         .detach()
@@ -205,16 +297,73 @@ def _write(path, kind, document, tensors):
     except TypeError as exc:  # e.g. an object that someone put in net_.history
         raise TypeError(f"Cannot save this {kind}: {exc}.") from exc
     metadata = {_METADATA_KEY: text, _DIGEST_KEY: _text_digest(text)}
-    path = os.fspath(path)
     with _atomic_path(path) as tmp:
         save_file(tensors, os.fspath(tmp), metadata=metadata)
 
 
-def _read(path, kind):
+def check_load_args(device, encoder, sha256):
+    """Raise on a bad argument of ``load`` before the file is read.
+
+    These are the caller's mistakes, reported as such: never as a damaged file.
+    """
+    if device is not None:
+        problem = _device_problem(device)
+        if problem is not None:
+            raise ValueError(
+                f"load(device={str(device)!r}): {problem}. Pass device='cpu', another "
+                "device torch can use here, or None (the saved device when usable, "
+                "else the CPU)."
+            )
+    if encoder is not None and not (
+        isinstance(encoder, type) and issubclass(encoder, torch.nn.Module)
+    ):
+        raise TypeError(
+            f"load(encoder=...) takes the encoder class (a torch.nn.Module subclass) of a "
+            f"model fitted with a custom encoder; got {encoder!r}."
+        )
+    if sha256 is not None and not (
+        isinstance(sha256, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha256)
+    ):
+        raise ValueError(f"sha256 must be None or 64 hexadecimal digits; got {sha256!r}.")
+
+
+def _file_digest(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# safetensors' dtype names, as torch names.
+_SAFETENSORS_DTYPES = {
+    "F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64",
+    "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "U8": "uint8", "BOOL": "bool",
+}  # fmt: skip
+
+
+def _check_manifest_entry(path, name, expected, found):
+    for field in ("dtype", "shape"):
+        if found[field] != expected.get(field):
+            raise InvalidModelFileError(
+                f"{path}: tensor {name!r} has {field} {found[field]}, but the model "
+                f"document says {expected.get(field)}. The file is damaged or was "
+                "altered; save it again."
+            )
+
+
+def _read(path, kind, sha256=None):
     """``(document, tensors)`` of a model file, every tensor checked against the manifest."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No model file at {path}.")
+    if sha256 is not None:
+        digest = _file_digest(path)
+        if digest != sha256.lower():
+            raise InvalidModelFileError(
+                f"{path} has SHA-256 {digest}, not the expected sha256={sha256!r}: it is "
+                "not the file that the hash was published for. Obtain the file again."
+            )
     try:
         with safe_open(path, framework="pt", device="cpu") as fh:
             metadata = fh.metadata() or {}
@@ -245,7 +394,16 @@ def _read(path, kind):
                     f"missing {sorted(set(manifest) - names)}, unexpected "
                     f"{sorted(names - set(manifest))}. The file was altered; save it again."
                 )
-            tensors = {name: fh.get_tensor(name) for name in sorted(names)}
+            tensors = {}
+            for name in sorted(names):
+                # Dtype and shape from the file's header, before the bytes are read.
+                view = fh.get_slice(name)
+                found = {
+                    "dtype": _SAFETENSORS_DTYPES.get(view.get_dtype(), view.get_dtype()),
+                    "shape": list(view.get_shape()),
+                }
+                _check_manifest_entry(path, name, manifest[name], found)
+                tensors[name] = fh.get_tensor(name)
     except SafetensorError as exc:
         raise InvalidModelFileError(
             f"{path} is not a complete safetensors file ({exc}): it is truncated or not a "
@@ -258,13 +416,19 @@ def _read(path, kind):
             "shape": list(tensor.shape),
             "sha256": _digest(tensor),
         }
-        for field in ("dtype", "shape", "sha256"):
-            if found[field] != expected.get(field):
-                raise InvalidModelFileError(
-                    f"{path}: tensor {name!r} has {field} {found[field]}, but the model "
-                    f"document says {expected.get(field)}. The file is damaged or was "
-                    "altered; save it again."
-                )
+        _check_manifest_entry(path, name, expected, found)
+        if found["sha256"] != expected.get("sha256"):
+            raise InvalidModelFileError(
+                f"{path}: tensor {name!r} has sha256 {found['sha256']}, but the model "
+                f"document says {expected.get('sha256')}. The file is damaged or was "
+                "altered; save it again."
+            )
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise InvalidModelFileError(
+                f"{path}: tensor {name!r} holds NaN or infinite values, which no fitted "
+                "model has; the file was altered or saved from a failed fit. Fit and save "
+                "the model again."
+            )
     return document, tensors
 
 
@@ -288,7 +452,13 @@ def _check_header(path, kind, document):
             f"{document.get('kind')}.load."
         )
     manifest = document.get("tensors")
-    if not isinstance(manifest, dict) or not all(isinstance(v, dict) for v in manifest.values()):
+    if not isinstance(manifest, dict) or not all(
+        isinstance(v, dict)
+        and v.get("dtype") in _TENSOR_DTYPES
+        and isinstance(v.get("shape"), list)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v["shape"])
+        for v in manifest.values()
+    ):
         raise InvalidModelFileError(f"{path}: the model document has no valid tensor manifest.")
 
 
@@ -296,15 +466,116 @@ def _class_name(cls):
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+class _CallerError(ValueError):
+    """A load argument that does not fit the file: the caller's error, not a damaged file."""
+
+
+# ------------------------------------------------------- document checks
+# Each field of a document: (check, what it must be, required). Checked before
+# anything is built from the document, so that a value of the wrong type or
+# size is refused by name; add a row for each new field.
+def _is_int(lo, hi=None):
+    def check(value):
+        return (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and lo <= value
+            and (hi is None or value <= hi)
+        )
+
+    return check
+
+
+def _is_list(check, lo=0, hi=None):
+    def check_list(value):
+        return (
+            isinstance(value, list)
+            and lo <= len(value) <= (len(value) if hi is None else hi)
+            and all(check(v) for v in value)
+        )
+
+    return check_list
+
+
+def _is_str(value):
+    return isinstance(value, str)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _is_bin_edges(value):
+    return isinstance(value, dict) and all(
+        _is_list(_is_number, 3)(edges) and edges == sorted(edges) for edges in value.values()
+    )
+
+
+_CLUSTERER_FIELDS = {
+    "class": (_is_str, "a class name", True),
+    "params": (lambda v: isinstance(v, dict), "an object of parameters", True),
+    "encoder": (
+        lambda v: isinstance(v, str) or (isinstance(v, dict) and _is_str(v.get("class"))),
+        "an encoder name or {'class': name}",
+        True,
+    ),
+    "attribute_names": (_is_list(_is_str, 1), "a list of names", True),
+    "categories": (_is_list(lambda v: isinstance(v, dict), 1), "a list of value arrays", True),
+    "attribute_dtypes": (_is_list(lambda v: isinstance(v, dict), 1), "a list of dtypes", True),
+    "y_kind": (lambda v: _is_str(v) and v in LAYOUTS, f"one of {LAYOUTS}", True),
+    # Files written before continuous attributes existed have no bin edges.
+    "bin_edges": (_is_bin_edges, "increasing numbers per attribute", False),
+    "class_index": (_is_int(0), "an attribute position", True),
+    "input_shape": (
+        lambda v: isinstance(v, list)
+        and len(v) == 2
+        and _is_int(1, _MAX_LEADS)(v[0])
+        and _is_int(1, _MAX_TIMEPOINTS)(v[1]),
+        f"[leads <= {_MAX_LEADS}, samples <= {_MAX_TIMEPOINTS}]",
+        True,
+    ),
+    "fit_ndim": (lambda v: v in (2, 3) and not isinstance(v, bool), "2 or 3", True),
+    "n_features_in": (_is_int(1), "a positive integer", True),
+    "feature_names_in": (lambda v: v is None or _is_list(_is_str)(v), "null or names", True),
+    "history": (_is_list(lambda v: isinstance(v, dict)), "a list of epochs", True),
+}
+
+
+def _check_fields(document, fields, what):
+    """Raise ValueError naming the first field of ``document`` that ``fields`` refuses."""
+    if not isinstance(document, dict):
+        raise ValueError(f"{what} is not a JSON object")
+    for name, (check, described, required) in fields.items():
+        if name not in document:
+            if required:
+                raise ValueError(f"{what} has no {name!r}")
+        elif not check(document[name]):
+            raise ValueError(f"{what}: {name!r} is not {described}")
+
+
+def _decode_params(document, class_name, path):
+    """The parameters of a document, refusing those that only the caller sets."""
+    params = document["params"]
+    refused = [k for k in _PARAMS_NOT_IN_FILES[class_name] if k in params]
+    if refused:
+        raise InvalidModelFileError(
+            f"{path}: the model document sets {refused[0]!r}, which a model file never "
+            f"sets (save leaves out {list(_PARAMS_NOT_IN_FILES[class_name])}: paths on "
+            "this machine and objects are given by the caller). The file was altered; "
+            "use a file written by save."
+        )
+    return {k: _decode(v) for k, v in params.items()}
+
+
 # ------------------------------------------------------------ the clusterer
 def _clusterer_state(model, prefix=""):
     """``(document, tensors)`` of a fitted CROCSClusterer."""
     params = model.get_params(deep=False)
-    encoder = params.pop("encoder")
+    encoder = params["encoder"]
     # Callbacks and accelerators are objects of any class, which a file that runs
     # no code cannot restore; the loaded model has None (documented in save).
-    params.pop("callbacks")
-    params.pop("accelerator")
+    for name in _PARAMS_NOT_IN_FILES["CROCSClusterer"]:
+        params.pop(name)
     codec = model.attribute_codec_
     document = {
         "class": type(model).__name__,
@@ -364,7 +635,7 @@ def _clusterer_from_state(cls, document, tensors, path, *, device, encoder, pref
     """Rebuild a fitted CROCSClusterer; every inconsistency is an InvalidModelFileError."""
     try:
         return _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix)
-    except InvalidModelFileError:
+    except (InvalidModelFileError, _CallerError):
         raise
     except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
         # InvalidParameterError is a ValueError; load_state_dict raises RuntimeError.
@@ -375,15 +646,40 @@ def _clusterer_from_state(cls, document, tensors, path, *, device, encoder, pref
         ) from exc
 
 
+def _check_encoder_shapes(net, weights):
+    """Compare the encoder that the parameters build with the weights, allocating nothing.
+
+    The module is built on the meta device (shapes without storage), so that
+    parameters describing a huge network are refused before it exists.
+    """
+    with torch.device("meta"):
+        module = net.module(**net.get_params_for("module"))
+    expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in weights.items()}
+    if expected.keys() != found.keys():
+        raise ValueError(
+            f"the encoder's parameters build the weights {sorted(expected)}, but the file "
+            f"holds {sorted(found)}"
+        )
+    for name, shape in expected.items():
+        if found[name] != shape:
+            raise ValueError(
+                f"encoder weight {name!r} has shape {found[name]}, but the parameters "
+                f"build {shape}"
+            )
+
+
 def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
+    _check_fields(document, _CLUSTERER_FIELDS, "the model document")
     if document["class"] != cls.__name__:
         raise InvalidModelFileError(f"{path} holds a {document['class']}, not a {cls.__name__}.")
-    params = {k: _decode(v) for k, v in document["params"].items()}
+    params = _decode_params(document, "CROCSClusterer", path)
     saved_encoder = document["encoder"]
     if isinstance(saved_encoder, str):
         if encoder is not None:
-            raise ValueError(
-                f"the model uses the built-in encoder {saved_encoder!r}; do not pass encoder="
+            raise _CallerError(
+                f"{path} was fitted with the built-in encoder {saved_encoder!r}; load it "
+                f"without encoder= (got encoder={_class_name(encoder)})."
             )
         params["encoder"] = saved_encoder
     else:
@@ -396,62 +692,65 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
                 f"{'none' if encoder is None else _class_name(encoder)})."
             )
         params["encoder"] = encoder
-    params["device"] = _resolve_device(params["device"], device, path)
+    params["device"] = _resolve_device(params.get("device", "cpu"), device, path)
     model = cls(**params)
     model._validate_params()
 
+    # Sizes the document declares, against the tensors in the file, before
+    # anything is allocated from them.
+    t = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+    categories = [_decode_values(c) for c in document["categories"]]
+    dtypes = [_decode_dtype(d) for d in document["attribute_dtypes"]]
+    n_combinations = math.prod(len(c) for c in categories)
+    shape = (n_combinations, model.embedding_dim)
+    learned = t["learned_prototypes"]
+    if n_combinations > MAX_COMBINATIONS or tuple(learned.shape) != shape:
+        raise ValueError(
+            f"the categories give {n_combinations} attribute combinations and "
+            f"embedding_dim={model.embedding_dim}, but the learned prototypes have shape "
+            f"{tuple(learned.shape)}"
+        )
     codec = model.attribute_codec_ = AttributeCodec(
-        document["attribute_names"],
-        [_decode_values(c) for c in document["categories"]],
-        [_decode_dtype(d) for d in document["attribute_dtypes"]],
-        document["y_kind"],
-        # Files written before continuous attributes existed have no bin edges.
+        document["attribute_names"], categories, dtypes, document["y_kind"],
         document.get("bin_edges"),
-    )
-    model._class_index = int(document["class_index"])
-    model.input_shape_ = tuple(int(n) for n in document["input_shape"])
-    model._fit_ndim = int(document["fit_ndim"])
-    model.n_features_in_ = int(document["n_features_in"])
+    )  # fmt: skip
+    model._class_index = document["class_index"]
+    model.input_shape_ = tuple(document["input_shape"])
+    model._fit_ndim = document["fit_ndim"]
+    model.n_features_in_ = document["n_features_in"]
     if document["feature_names_in"] is not None:
         model.feature_names_in_ = np.asarray(document["feature_names_in"], dtype=object)
+    names_in = getattr(model, "feature_names_in_", None)
     if (
         not 0 <= model._class_index < len(codec.names)
-        or len(model.input_shape_) != 2
         or model.n_features_in_ != math.prod(model.input_shape_)
+        or (names_in is not None and len(names_in) != model.n_features_in_)
     ):
         raise ValueError("inconsistent attribute or input description")
 
-    t = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-    n_combinations = len(codec.combinations)
-    learned = t["learned_prototypes"].numpy()
     means = t["mean_prototypes"].numpy()
     counts = t["prototype_counts"].numpy()
     labels = t["labels"].numpy()
-    shape = (n_combinations, model.embedding_dim)
-    if learned.shape != shape or means.shape != shape or counts.shape != (n_combinations,):
+    if means.shape != shape or counts.shape != (n_combinations,):
         raise ValueError(
             f"prototype tensors do not have the shape {shape} that the categories and "
             "embedding_dim give"
         )
-    with torch.random.fork_rng(devices=[]):  # the weights are overwritten below
-        net = model._build_net(*model.input_shape_, 0, None)
-        net.initialize()
-    net.module_.load_state_dict(
-        {k.removeprefix("encoder."): v for k, v in t.items() if k.startswith("encoder.")},
-        strict=True,
-    )
     prototypes = t["criterion.prototypes"]
     if tuple(prototypes.shape) != shape:
         raise ValueError(f"criterion.prototypes has shape {tuple(prototypes.shape)}, not {shape}")
+    net = model._build_net(*model.input_shape_, 0, None)
+    weights = {k.removeprefix("encoder."): v for k, v in t.items() if k.startswith("encoder.")}
+    _check_encoder_shapes(net, weights)
+    with torch.random.fork_rng(devices=[]):  # the weights are overwritten below
+        net.initialize()
+    net.module_.load_state_dict(weights, strict=True)
     with torch.no_grad():
         net.criterion_.prototypes.copy_(prototypes)
-    history = document["history"]
-    if not (isinstance(history, list) and all(isinstance(e, dict) for e in history)):
-        raise ValueError("the training history is not a list of epochs")
-    net.history = History(history)
+    net.history = History(document["history"])
     model.net_ = net
     model.n_iter_ = len(net.history)
-    model._learned_prototypes = learned
+    model._learned_prototypes = learned.numpy()
     model._mean_prototypes = means
     model._prototype_counts = counts
     model._select_prototypes()
@@ -461,13 +760,14 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
     return model
 
 
-def save_clusterer(model, path):
+def save_clusterer(model, path, *, overwrite=False):
     document, tensors = _clusterer_state(model)
-    _write(path, "CROCSClusterer", document, tensors)
+    _write(path, "CROCSClusterer", document, tensors, overwrite=overwrite)
 
 
-def load_clusterer(cls, path, *, device=None, encoder=None):
-    document, tensors = _read(path, "CROCSClusterer")
+def load_clusterer(cls, path, *, device=None, encoder=None, sha256=None):
+    check_load_args(device, encoder, sha256)
+    document, tensors = _read(path, "CROCSClusterer", sha256)
     return _clusterer_from_state(
         cls, document, tensors, os.fspath(path), device=device, encoder=encoder
     )
@@ -504,13 +804,15 @@ def _estimator_spec(estimator, tensors):
     )
 
 
-def _estimator_from_spec(spec, tensors, path, device, encoder):
+def _estimator_from_spec(spec, tensors, path, device, encoder, depth=0):
     from sklearn.frozen import FrozenEstimator
     from sklearn.pipeline import Pipeline
 
     from ._clusterer import CROCSClusterer
     from .preprocessing import FrameNormalizer
 
+    if not isinstance(spec, dict) or len(spec) != 1 or depth > _MAX_NESTING:
+        raise ValueError("the estimator is not one {kind: content} object of a known depth")
     ((kind, content),) = spec.items()
     if kind == "CROCSClusterer":
         return _clusterer_from_state(
@@ -523,10 +825,12 @@ def _estimator_from_spec(spec, tensors, path, device, encoder):
             prefix="estimator.",
         )
     if kind == "FrozenEstimator":
-        return FrozenEstimator(_estimator_from_spec(content, tensors, path, device, encoder))
+        return FrozenEstimator(
+            _estimator_from_spec(content, tensors, path, device, encoder, depth + 1)
+        )
     if kind == "Pipeline":
         steps = [
-            (str(name), _estimator_from_spec(step, tensors, path, device, encoder))
+            (str(name), _estimator_from_spec(step, tensors, path, device, encoder, depth + 1))
             for name, step in content["steps"]
         ]
         return Pipeline(steps, verbose=bool(content["verbose"]))
@@ -540,29 +844,32 @@ def _estimator_from_spec(spec, tensors, path, device, encoder):
     raise ValueError(f"unknown estimator kind {kind!r}")
 
 
-def save_retriever(retriever, path, *, include_embeddings):
+def save_retriever(retriever, path, *, include_embeddings, overwrite=False):
     tensors = {}
     document = {
         "class": "PrototypeRetriever",
         "params": {
             k: _encode(v, f"parameter {k}")
             for k, v in retriever.get_params(deep=False).items()
-            if k != "estimator"
+            if k not in _PARAMS_NOT_IN_FILES["PrototypeRetriever"]
         },
         "estimator": _estimator_spec(retriever.estimator_, tensors),
         "indexed": bool(include_embeddings),
     }
     if include_embeddings:
         tensors["embeddings"] = retriever.embeddings_
-    _write(path, "PrototypeRetriever", document, tensors)
+    _write(path, "PrototypeRetriever", document, tensors, overwrite=overwrite)
 
 
-def load_retriever(cls, path, *, device=None, encoder=None):
-    document, tensors = _read(path, "PrototypeRetriever")
+def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
+    check_load_args(device, encoder, sha256)
+    document, tensors = _read(path, "PrototypeRetriever", sha256)
     path = os.fspath(path)
     try:
+        if not isinstance(document.get("params"), dict):
+            raise ValueError("the retriever's parameters are not an object")
+        params = _decode_params(document, "PrototypeRetriever", path)
         estimator = _estimator_from_spec(document["estimator"], tensors, path, device, encoder)
-        params = {k: _decode(v) for k, v in document["params"].items()}
         retriever = cls(estimator, **params)
         retriever._validate_params()
         indexed = document["indexed"]
@@ -574,7 +881,7 @@ def load_retriever(cls, path, *, device=None, encoder=None):
                     f"embeddings have shape {embeddings.shape}, not (n, {crocs.embedding_dim})"
                 )
             retriever._set_fitted(estimator, embeddings)
-    except InvalidModelFileError:
+    except (InvalidModelFileError, _CallerError):
         raise
     except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
         raise InvalidModelFileError(

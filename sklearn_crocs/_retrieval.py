@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._ann import INDEX_PARAMS, FaissIndex
 from ._persistence import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
-from ._utils import _crocs_step, _python_value
+from ._utils import _atomic_path, _crocs_step, _python_value
 
 __all__ = ["PrototypeRetriever"]
 
@@ -95,8 +95,11 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         is a read-only memory map of it, which searches read block by block
         and FAISS indexes add block by block. Memory then does not grow with
         the database (a FAISS index holds its own vectors or codes). The
-        file describes the indexed ECGs, which may be patient data: it is
-        left in place for the caller to keep or delete. ``None``: in memory.
+        file is written under a temporary name and renamed when complete,
+        so an interrupted fit leaves the previous file as it was. It
+        describes the indexed ECGs, which may be patient data: it is left
+        in place for the caller to keep or delete. Not saved by
+        :meth:`save`: set it again after :meth:`load`. ``None``: in memory.
 
     Attributes
     ----------
@@ -268,7 +271,7 @@ default=None
         self._query_combinations = crocs.attribute_codec_.encode(self.query_attributes_)
         self.n_features_in_ = estimator.n_features_in_
 
-    def save(self, path, *, include_embeddings=False):
+    def save(self, path, *, include_embeddings=False, overwrite=False):
         """Write the retriever to a file that runs no code when loaded.
 
         The estimator is saved as by :meth:`CROCSClusterer.save`, with its
@@ -281,11 +284,14 @@ default=None
         Parameters
         ----------
         path : str or path-like
-            File to write (replaced atomically if it exists).
+            File to write. A model file already there is replaced
+            atomically; any other file is refused.
         include_embeddings : bool, default=False
             Also write ``embeddings_``, so that the loaded retriever searches
             without the database. Without them, index the database again with
             ``PrototypeRetriever.load(path).fit(X_database)``.
+        overwrite : bool, default=False
+            Replace ``path`` even if it is not a model file of this package.
 
         Returns
         -------
@@ -310,11 +316,11 @@ default=None
         True
         """
         check_is_fitted(self)
-        save_retriever(self, path, include_embeddings=include_embeddings)
+        save_retriever(self, path, include_embeddings=include_embeddings, overwrite=overwrite)
         return self
 
     @classmethod
-    def load(cls, path, *, device=None, encoder=None):
+    def load(cls, path, *, device=None, encoder=None, sha256=None):
         """Read a retriever written by :meth:`save`.
 
         Nothing in the file is executed or imported; the checks of
@@ -328,6 +334,9 @@ default=None
             Device of the loaded estimator, as in :meth:`CROCSClusterer.load`.
         encoder : nn.Module subclass, default=None
             The encoder class of a model fitted with a custom one.
+        sha256 : str, default=None
+            The expected SHA-256 of the whole file, as in
+            :meth:`CROCSClusterer.load`.
 
         Returns
         -------
@@ -353,7 +362,7 @@ default=None
         >>> loaded.kneighbors(("B",), return_distance=False).shape
         (1, 3)
         """
-        return load_retriever(cls, path, device=device, encoder=encoder)
+        return load_retriever(cls, path, device=device, encoder=encoder, sha256=sha256)
 
     def _set_embeddings(self, embeddings):
         """Index ``embeddings``, the unit-norm rows that kneighbors searches."""
@@ -401,6 +410,17 @@ default=None
         n_samples = _n_rows(X)
         if n_samples == 0:
             raise ValueError(f"{name} holds no ECG (shape {X.shape}); pass at least one.")
+        if path is None:
+            return self._embed_rows(X, n_samples, None)
+        # Written under a temporary name: the previous file survives an interrupted fit.
+        with _atomic_path(path) as tmp:
+            embeddings = self._embed_rows(X, n_samples, tmp)
+            embeddings.flush()
+            del embeddings  # closed before the rename (required on Windows)
+        return np.load(path, mmap_mode="r")
+
+    def _embed_rows(self, X, n_samples, path):
+        """Embeddings of the ``n_samples`` rows of X, in memory or in the ``.npy`` ``path``."""
         n_batches = -(-n_samples // self.batch_size)
         report_every = 1 if self.verbose > 1 else max(1, -(-n_batches // 10))
         start_time = time.perf_counter()
@@ -421,10 +441,6 @@ default=None
                 print(
                     f"Embedded {stop}/{n_samples} ECGs ({time.perf_counter() - start_time:.1f} s)"
                 )
-        if path is not None:
-            embeddings.flush()
-            del embeddings
-            return np.load(path, mmap_mode="r")
         return embeddings
 
     def _attribute_queries(self, queries):

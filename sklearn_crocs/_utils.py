@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -65,19 +66,56 @@ def _device_problem(device):
     return None
 
 
+def _process_alive(pid):
+    """Whether process ``pid`` may still be running (unknown counts as running)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):  # no permission, or a platform without it
+        return True
+    return True
+
+
+def _remove_stale_temporaries(path):
+    """Delete temporaries of ``path`` whose writer was killed (no ``finally`` ran).
+
+    They are copies of what was being written (a model, embeddings), so they
+    are not left to accumulate; only regular files of the exact pattern, named
+    after a process that no longer runs, are removed.
+    """
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)-[0-9a-f]{{32}}\.tmp")
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or not entry.is_file(follow_symlinks=False):
+            continue
+        if not _process_alive(int(match.group(1))):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+
+
 @contextlib.contextmanager
 def _atomic_path(path):
     """Yield a temporary path next to ``path``; move it into place on success.
 
     The temporary file lives in the same folder so that the final
     :func:`os.replace` is atomic. On error the temporary file is removed and
-    ``path`` is left as it was.
+    ``path`` is left as it was. Its name holds the writer's process id, so
+    that temporaries left by a killed writer are recognised as stale and
+    removed by the next write to ``path``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path)
     # A unique name (not mkstemp, whose 0600 mode would survive the rename):
     # the caller creates the file, so it gets the usual umask-based mode.
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex}.tmp")
     try:
         yield tmp
         os.replace(tmp, path)

@@ -258,10 +258,11 @@ def test_embeddings_on_disk_search_as_in_memory(retriever, model, database, tmp_
     for queries in (None, {"sex": "F"}, X_db[:3]):
         for got, want in zip(on_disk.kneighbors(queries), retriever.kneighbors(queries)):
             np.testing.assert_array_equal(got, want)
-    # A saved retriever keeps the path (a string), not the embeddings.
+    # A saved retriever keeps neither the embeddings nor their path: where a
+    # fit writes is the caller's choice, never a file's.
     on_disk.save(tmp_path / "retriever.safetensors")
     loaded = PrototypeRetriever.load(tmp_path / "retriever.safetensors")
-    assert loaded.embeddings_path == str(path)
+    assert loaded.embeddings_path is None
 
 
 def test_joblib_round_trip(retriever, database, tmp_path):
