@@ -17,10 +17,16 @@ project's ``SHA256SUMS.txt``:
 - every path named by the checksum list or the server's metadata is checked
   before any file is written: a relative POSIX path without ``..``, drive or
   root that, symbolic links resolved, stays inside the dataset's folder;
+- no path is written or trusted through a link: a symbolic link at a
+  ``.part`` file is removed (the link, never its target) and the file opened
+  with ``O_NOFOLLOW``; any other non-regular file there, or at the checksum
+  list, stops the fetch; a linked or non-regular file in place of a verified
+  file is not trusted, and is replaced by the download;
 - the checksum list itself is verified: against the SHA-256 the caller passes
   (``sha256sums_sha256``), else against the one recorded in
   ``<data_home>/.sklearn_crocs_checksum_lists.json`` when the list of that
-  dataset version was first accepted (trust on first use). No hash of the
+  dataset version was first accepted (trust on first use, only for a list
+  whose length the server announced and which arrived whole). No hash of the
   real lists is pinned in the package: none could be obtained from the real
   files when this was written.
 """
@@ -30,6 +36,7 @@ import http.client
 import json
 import os
 import re
+import stat
 import threading
 import time
 import urllib.error
@@ -49,6 +56,37 @@ _CHUNK = 1 << 16
 
 class _IncompleteDownload(OSError):
     """The connection ended before the announced number of bytes arrived."""
+
+
+class _UnsafePath(OSError):
+    """A path the fetcher writes or trusts is not a regular file: never retried."""
+
+
+# Where the platform has it, opening a file never follows a link at its last component.
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _regular_size(path, *, remove_links):
+    """Size of the regular file at ``path``, 0 if there is none; never follows a link.
+
+    A symbolic link is removed (the link itself, not its target) when
+    ``remove_links``, else refused like any other non-regular file (a folder,
+    a device, a pipe): the fetcher writes and trusts only regular files.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size
+    if stat.S_ISLNK(st.st_mode) and remove_links:
+        os.unlink(path)
+        return 0
+    kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+    raise _UnsafePath(
+        f"{path} is {kind}; the fetcher writes and trusts only regular files it "
+        "creates. Remove it and fetch again."
+    )
 
 
 def _sha256(path):
@@ -118,8 +156,12 @@ def _parse_checksums(path):
 
 
 def _fetch_once(url, part, timeout):
-    """One HTTP attempt, appending to ``part`` when the server honours Range."""
-    offset = part.stat().st_size if part.exists() else 0
+    """One HTTP attempt, appending to ``part`` when the server honours Range.
+
+    Returns ``(resumed, length_known)``: whether it resumed, and whether the
+    server announced the length, so that a short file is told from a whole one.
+    """
+    offset = _regular_size(part, remove_links=True)
     headers = {"User-Agent": "sklearn-crocs"}
     if offset:
         headers["Range"] = f"bytes={offset}-"
@@ -134,20 +176,24 @@ def _fetch_once(url, part, timeout):
             offset = 0  # the server sent the whole file: start over cleanly
         length = response.headers.get("Content-Length")
         expected = offset + int(length) if length is not None else None
-        with open(part, "ab" if resumed else "wb") as fh:
+        _regular_size(part, remove_links=True)  # a link planted since the first check
+        flags = os.O_WRONLY | os.O_CREAT | _O_NOFOLLOW | (os.O_APPEND if resumed else os.O_TRUNC)
+        with os.fdopen(os.open(part, flags, 0o666), "ab" if resumed else "wb") as fh:
             try:
                 for block in iter(lambda: response.read(_CHUNK), b""):
                     fh.write(block)
             except http.client.IncompleteRead as exc:
                 fh.write(exc.partial)
                 raise _IncompleteDownload(f"connection closed early ({exc})") from exc
-    size = part.stat().st_size
+    size = _regular_size(part, remove_links=False)
     if expected is not None and size < expected:
         raise _IncompleteDownload(f"received {size} of {expected} bytes")
-    return resumed
+    return resumed, expected is not None
 
 
-def download_file(url, target, sha256, *, n_retries=3, delay=1.0, timeout=60):
+def download_file(
+    url, target, sha256, *, n_retries=3, delay=1.0, timeout=60, require_length=False
+):
     """Download ``url`` to ``target`` and check its SHA256; resume if needed.
 
     Parameters
@@ -165,6 +211,10 @@ def download_file(url, target, sha256, *, n_retries=3, delay=1.0, timeout=60):
         Seconds to wait before each retry.
     timeout : float
         Socket timeout in seconds.
+    require_length : bool
+        Refuse a response without ``Content-Length``: without the length a
+        file cut short cannot be told from a whole one (for a checksum list
+        about to be trusted on first use, which no hash checks).
 
     Raises
     ------
@@ -180,7 +230,9 @@ def download_file(url, target, sha256, *, n_retries=3, delay=1.0, timeout=60):
         if attempt:
             time.sleep(delay)
         try:
-            resumed = _fetch_once(url, part, timeout)
+            resumed, length_known = _fetch_once(url, part, timeout)
+        except _UnsafePath:
+            raise
         except urllib.error.HTTPError as exc:
             exc.close()
             if exc.code == 416:  # range not satisfiable: the .part is unusable
@@ -194,6 +246,15 @@ def download_file(url, target, sha256, *, n_retries=3, delay=1.0, timeout=60):
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             last_error = exc
             continue
+        if require_length and not length_known:
+            part.unlink()
+            raise OSError(
+                f"{url} was served without its length (no Content-Length header), so a "
+                "copy cut short cannot be told from the whole file, and no hash checks "
+                "it. Pass sha256sums_sha256= (the SHA-256 that PhysioNet shows for "
+                "SHA256SUMS.txt), or use a server that sends Content-Length. Nothing "
+                "was recorded."
+            )
         if sha256 is not None:
             digest = _sha256(part)
             if digest != sha256:
@@ -228,8 +289,10 @@ class _Manifest:
     def is_verified(self, root, relpath, sha256):
         path = Path(root) / relpath
         try:
-            st = path.stat()
+            st = os.lstat(path)
         except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(st.st_mode):  # a link or special file is downloaded over
             return False
         entry = self.entries.get(relpath)
         if entry == [st.st_size, st.st_mtime_ns, sha256]:
@@ -249,13 +312,19 @@ class _Manifest:
             tmp.write_text(json.dumps(self.entries, sort_keys=True), encoding="utf-8")
 
 
-def _check_list_hash(path, digest, expected, root, name):
-    """Verify the checksum list's SHA-256 (given, else trust on first use); record it."""
-    trust_path = root.parent / TRUST_FILE
+def _trusted_lists(trust_path):
+    """The recorded hashes of the checksum lists first used in a data_home."""
     try:
         trusted = json.loads(trust_path.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
-        trusted = {}
+        return {}
+    return trusted if isinstance(trusted, dict) else {}
+
+
+def _check_list_hash(path, digest, expected, root, name):
+    """Verify the checksum list's SHA-256 (given, else trust on first use); record it."""
+    trust_path = root.parent / TRUST_FILE
+    trusted = _trusted_lists(trust_path)
     if expected is not None:
         if digest != expected.lower():
             raise ValueError(
@@ -282,6 +351,7 @@ def checksum_list(root, base_url, *, download_if_missing, n_retries, delay, name
     path = root / CHECKSUM_FILE
     _check_inside(root, [CHECKSUM_FILE, CHECKSUM_FILE + ".new"], f"the files of {name}")
     source = path
+    _regular_size(path, remove_links=False)  # a link or special file is not trusted
     if not path.exists():
         if not download_if_missing:
             raise OSError(
@@ -290,12 +360,16 @@ def checksum_list(root, base_url, *, download_if_missing, n_retries, delay, name
             )
         # Kept under another name until its hash and every path in it are checked.
         source = root / (CHECKSUM_FILE + ".new")
+        first_use = (
+            expected_sha256 is None and root.name not in _trusted_lists(root.parent / TRUST_FILE)
+        )
         download_file(
             urllib.parse.urljoin(base_url, CHECKSUM_FILE),
             source,
             None,
             n_retries=n_retries,
             delay=delay,
+            require_length=first_use,
         )
     try:
         checksums = _parse_checksums(source)

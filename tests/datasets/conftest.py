@@ -334,6 +334,14 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self.send_response(200)
         body = data[start:]
+        if mode == "no_length_truncated":
+            # No Content-Length, and the connection closes after the line a
+            # third of the way in: to the client, a whole (shorter) file.
+            self.end_headers()
+            self.wfile.write(body[: body.rfind(b"\n", 0, len(body) // 3) + 1])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         cut = mode == "truncate_always" or (
@@ -349,7 +357,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class LocalPhysioNet:
-    """A PhysioNet-like file server on 127.0.0.1 that can truncate, corrupt or ignore Range."""
+    """A PhysioNet-like file server on 127.0.0.1 that can truncate, corrupt or ignore Range.
+
+    ``modes[relpath]``: "corrupt", "truncate_once", "truncate_always", or
+    "no_length_truncated" (the lines in the first third of the file, without
+    Content-Length).
+    """
 
     def __init__(self, root):
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
