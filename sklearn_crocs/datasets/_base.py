@@ -90,6 +90,11 @@ def get_data_home(data_home=None):
             f"data_home must be a str or path-like object, got {type(data_home).__name__}."
         )
     data_home = os.path.abspath(os.path.expanduser(os.fspath(data_home)))
+    if os.path.exists(data_home) and not os.path.isdir(data_home):
+        raise NotADirectoryError(
+            f"data_home={data_home} is a file, not a folder. Pass a folder to keep the "
+            "datasets in (it is created if missing), or set SKLEARN_CROCS_DATA to one."
+        )
     os.makedirs(data_home, exist_ok=True)
     return data_home
 
