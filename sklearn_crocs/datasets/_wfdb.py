@@ -12,9 +12,11 @@ Every other problem raises :class:`InvalidRecordError` naming the file.
 Before a record is decoded its header is checked: the sampling frequency
 must be a positive finite number and each ADC gain non-zero (WFDB reads a
 missing frequency as 250 Hz and a zero or missing gain as 200 adu/mV, which
-is rarely true; ``wfdb_defaults=True`` accepts them), and every signal file
-must hold the bytes the header announces (so that a corrupt length cannot
-make wfdb allocate gigabytes). After decoding, each signal's sum is compared
+is rarely true; ``wfdb_defaults=True`` accepts them), and the header and
+every signal file must be regular files (a link to ``/dev/zero`` is never
+read), the header of a bounded size, and each signal file must hold the
+bytes the header announces (so that a corrupt length cannot make wfdb
+allocate gigabytes). After decoding, each signal's sum is compared
 with the header's checksum, when it has one (``verify_checksums``).
 """
 
@@ -23,6 +25,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -146,19 +149,26 @@ def _check_header_values(text, header_path, wfdb_defaults):
                 f"{header_path}: invalid sampling frequency {field!r}; it must be a "
                 f"positive finite number of Hz. Fix the header or pass on_error='skip'."
             )
-    for line in lines[1:]:
-        match = rx_signal.match(line)
-        if match is None:
+    for number, line in enumerate(lines[1:], start=1):
+        if rx_signal.match(line) is None:
             continue  # wfdb reports the syntax error
-        gain_text, name = match.group("adc_gain"), match.group("sig_name")
+        # Fields by position: file, format, "gain(baseline)/units", ..., and
+        # the description (the lead name) from the ninth on. wfdb's pattern
+        # does not read a gain such as "nan" and then takes later fields for
+        # the lead name, so the fields are split here.
+        fields = line.split()
+        name = " ".join(fields[8:]) or f"signal {number}"
+        gain_field = fields[2] if len(fields) > 2 else ""
+        gain_text = re.split(r"[(/]", gain_field)[0]
         try:
             gain = float(gain_text or 0)
         except ValueError:
             gain = math.nan
         if not math.isfinite(gain):
             raise InvalidRecordError(
-                f"{header_path}: lead {name!r} has an invalid ADC gain {gain_text!r}. Fix "
-                f"the header or pass on_error='skip'."
+                f"{header_path}: lead {name!r} (signal line {number}) has an invalid ADC "
+                f"gain {gain_text!r} in its gain field {gain_field!r}; it must be a finite "
+                f"number of adu per physical unit. Fix the header or pass on_error='skip'."
             )
         if gain == 0 and not wfdb_defaults:
             raise InvalidRecordError(
@@ -169,8 +179,46 @@ def _check_header_values(text, header_path, wfdb_defaults):
     return fs
 
 
+# Largest header read: real ones hold a few kB (12 leads and their comments).
+_MAX_HEADER_BYTES = 1 << 20
+
+
+def _regular_file_size(path, header_path, what):
+    """Size of ``path``, refused unless it is a regular file (links followed).
+
+    A device (``/dev/zero``), pipe or folder has no size that bounds what
+    reading it returns; None when ``path`` does not exist (wfdb reports it).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InvalidRecordError(f"{header_path}: cannot read {what} {path} ({exc}).") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidRecordError(
+            f"{header_path}: {what} {path} is not a regular file (a device, pipe or "
+            "folder, or a link to one); records are read from regular files only. "
+            "Replace it with the record's file, or pass on_error='skip'."
+        )
+    return st.st_size
+
+
+def _check_header_file(path, header_path=None):
+    """Refuse a header that is not a regular file, or too large to be one."""
+    header_path = path if header_path is None else header_path
+    size = _regular_file_size(path, header_path, "header")
+    if size is not None and size > _MAX_HEADER_BYTES:
+        raise InvalidRecordError(
+            f"{header_path}: the header has {size} bytes; WFDB headers hold a few kB "
+            f"(at most {_MAX_HEADER_BYTES} are read). Fix it or pass on_error='skip'."
+        )
+
+
 def _check_file_sizes(header, folder, header_path):
     """Refuse signal files shorter than the header announces, before wfdb reads them."""
+    for file_name in dict.fromkeys(header.file_name or []):
+        _regular_file_size(folder / file_name, header_path, "signal file")
     if header.sig_len is None:
         return  # wfdb infers the length from the file
     per_file = {}
@@ -187,7 +235,7 @@ def _check_file_sizes(header, folder, header_path):
         except Exception:  # an unknown format: wfdb's own error follows
             continue
         path = folder / file_name
-        size = path.stat().st_size if path.is_file() else None
+        size = _regular_file_size(path, header_path, "signal file")
         if size is not None and size < needed:
             raise InvalidRecordError(
                 f"{header_path}: signal file {path} has {size} bytes, but the header "
@@ -217,6 +265,7 @@ def _verify_checksums(record, header_path):
 def _read_checked(record_name, header_path, *, verify_checksums, wfdb_defaults):
     """``wfdb.rdrecord(record_name)`` (physical), after and with the checks of this module."""
     hea = Path(record_name + ".hea")
+    _check_header_file(hea, header_path)
     text = hea.read_bytes().decode("ascii", errors="ignore")  # as wfdb.rdheader reads it
     fs = _check_header_values(text, header_path, wfdb_defaults)
     header = wfdb.rdheader(record_name)
@@ -323,6 +372,7 @@ def read_header_comments(path):
     """
     base = _record_base(path)
     header_path = base.with_name(base.name + ".hea")
+    _check_header_file(header_path)
     try:
         text = header_path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:

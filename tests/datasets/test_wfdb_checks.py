@@ -262,3 +262,39 @@ def _count(record_property):
     key = id(record_property)
     _CASES[key] = _CASES.get(key, 0) + 1
     record_property("bad_input_cases", _CASES[key])
+
+
+# ------------------------------------------- files that are not regular files
+@pytest.mark.bad_input(
+    "Read", "signal file or header that is a device or folder (e.g. a link to /dev/zero)",
+    "InvalidRecordError",
+)  # fmt: skip
+@pytest.mark.parametrize("planted", ["dat-dev-zero", "dat-folder", "hea-dev-zero"])
+def test_only_regular_files_are_read(tmp_path, planted):
+    # Reproduction (issue 36): a .dat linked to /dev/zero under a header that
+    # announced 20 million samples was read for 15 s into 1 GB.
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero on this platform")
+    header = _copy(tmp_path, LUDB, "3")
+    _edit_header(header, r"^3 12 500 5000", "3 12 500 20000000")
+    target = tmp_path / ("3.hea" if planted.startswith("hea") else "3.dat")
+    target.unlink()
+    if planted.endswith("folder"):
+        target.mkdir()
+    else:
+        target.symlink_to("/dev/zero")
+    with pytest.raises(InvalidRecordError, match=r"3\.(dat|hea) is not a regular file"):
+        _load(header)
+
+
+@pytest.mark.bad_input("Read", "non-numeric ADC gain (NaN)", "InvalidRecordError")
+@pytest.mark.parametrize("gain", ["nan", "NaN(0)", "inf(5)"])
+def test_invalid_gain_names_the_right_lead_and_field(tmp_path, gain):
+    header = _copy(tmp_path, LUDB, "3")
+    # The second lead ("ii"): wfdb's pattern would take later fields for its name.
+    _edit_header(header, r"^(3\.dat 16 )\d+\(-?\d+\)(/mV .* ii)$", rf"\g<1>{gain}\g<2>")
+    field = re.escape(f"{gain}/mV")
+    with pytest.raises(
+        InvalidRecordError, match=rf"lead 'ii' \(signal line 2\) has an invalid ADC gain .*'{field}'"
+    ):
+        _load(header)
