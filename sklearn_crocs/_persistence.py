@@ -423,7 +423,10 @@ def _read(path, kind, sha256=None):
                 f"document says {expected.get('sha256')}. The file is damaged or was "
                 "altered; save it again."
             )
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        # Mean prototypes are NaN for combinations without training ECGs (by
+        # design); their other rows are checked against the counts on rebuild.
+        exempt = name.endswith("mean_prototypes")
+        if tensor.is_floating_point() and not exempt and not bool(torch.isfinite(tensor).all()):
             raise InvalidModelFileError(
                 f"{path}: tensor {name!r} holds NaN or infinite values, which no fitted "
                 "model has; the file was altered or saved from a failed fit. Fit and save "
@@ -735,6 +738,12 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
         raise ValueError(
             f"prototype tensors do not have the shape {shape} that the categories and "
             "embedding_dim give"
+        )
+    if (counts < 0).any() or not np.isfinite(means[counts > 0]).all():
+        raise InvalidModelFileError(
+            f"{path}: tensor 'mean_prototypes' holds NaN or infinite values for attribute "
+            "combinations with training ECGs (or prototype_counts is negative), which no "
+            "fitted model has; the file was altered. Fit and save the model again."
         )
     prototypes = t["criterion.prototypes"]
     if tuple(prototypes.shape) != shape:

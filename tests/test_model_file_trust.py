@@ -147,6 +147,11 @@ def _craft(path, case):
         prototypes = _tensor(path, "learned_prototypes").clone()
         prototypes[0, 0] = float("nan")
         _forge(path, tensors={"learned_prototypes": prototypes})
+    elif case == "nan-mean-prototype":
+        means = _tensor(path, "mean_prototypes").clone()
+        counts = _tensor(path, "prototype_counts")
+        means[int(counts.argmax()), 0] = float("nan")
+        _forge(path, tensors={"mean_prototypes": means})
     elif case == "inf-weights":
         name = next(k for k in _document(path)["tensors"] if k.startswith("encoder."))
         weights = _tensor(path, name).clone()
@@ -181,6 +186,7 @@ CRAFTED = {
     "input-shape-beyond-limits": "'input_shape' is not",
     "many-combinations": "400000 attribute combinations",
     "nan-prototypes": "'learned_prototypes' holds NaN",
+    "nan-mean-prototype": "'mean_prototypes' holds NaN or infinite values for attribute",
     "inf-weights": "holds NaN or infinite values",
     "manifest-shape-negative": "no valid tensor manifest",
     "manifest-unknown-dtype": "no valid tensor manifest",
