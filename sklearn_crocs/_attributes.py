@@ -1,6 +1,7 @@
 """Patient attributes (y): the fitted codec of the estimators, and the metrics' conversions."""
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,9 @@ COMBINATION = "combination"
 MAX_COMBINATIONS = 10_000
 # How y came: 1-D array, 2-D array or DataFrame.
 LAYOUTS = ("1d", "2d", "frame")
+# A numeric attribute with more distinct values than this is most likely a
+# measurement (age, heart rate) given as is: each value would become a group.
+MANY_VALUES = 20
 
 
 def as_attribute_frame(y, names=None, *, name="y"):
@@ -262,6 +266,28 @@ class AttributeCodec:
                     f"all numbers): {exc}"
                 ) from exc
             observed.append(seen)
+            column = frame[name]
+            if (
+                name not in bin_edges
+                and len(seen) > MANY_VALUES
+                and pd.api.types.is_numeric_dtype(column.dtype)
+                and not pd.api.types.is_bool_dtype(column.dtype)
+                and not isinstance(column.dtype, pd.CategoricalDtype)
+            ):
+                hint = (
+                    f"bin it with continuous={{{name!r}: 4}}"
+                    if layout == "frame"
+                    else "pass y as a DataFrame and bin it with continuous={name: 4}"
+                )
+                warnings.warn(
+                    f"Attribute {name!r} is numeric with {len(seen)} distinct values, so "
+                    f"each value becomes an attribute group of its own ({len(seen)} "
+                    f"groups). If it is a measurement such as age, {hint} (quartiles); "
+                    "if the numbers are codes of categories, make the column a pandas "
+                    "Categorical (or strings) to silence this warning.",
+                    UserWarning,
+                    stacklevel=6,  # fit < _fit_attributes < _fit < fit < _fit_context < caller
+                )
         # Values are sorted, except in pandas categorical columns, whose declared
         # order (e.g. age groups from young to old) is kept.
         categories = [

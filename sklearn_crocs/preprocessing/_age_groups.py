@@ -2,6 +2,7 @@
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
@@ -24,8 +25,9 @@ class AgeGroupEncoder(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     Parameters
     ----------
     n_groups : int, default=4
-        Number of groups (4: quartiles). Fewer are produced when ties make
-        quantile edges coincide (KBinsDiscretizer then warns).
+        Number of groups (4: quartiles); at most the number of distinct
+        training ages (more is a ``ValueError``). Fewer are produced, with a
+        warning, when ties make quantile edges coincide.
     output : {"label", "ordinal"}, default="label"
         ``"label"``: readable labels such as ``"<=48"``, ``"49-59"``,
         ``">=70"`` (object dtype); ``"ordinal"``: the group index as float.
@@ -85,14 +87,32 @@ class AgeGroupEncoder(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         ):
             raise ValueError(f"n_groups must be an int >= 2, got {self.n_groups!r}.")
         X = self._check_ages(X, reset=True)
+        n_distinct = len(np.unique(X))
+        if self.n_groups > n_distinct:
+            raise ValueError(
+                f"n_groups={self.n_groups} age groups cannot be made from {len(X)} ages "
+                f"that take {n_distinct} distinct value(s): each group needs an age of its "
+                f"own. Pass n_groups={n_distinct} or fewer (at least 2), or more data."
+            )
         params = {"n_bins": self.n_groups, "encode": "ordinal", "strategy": "quantile"}
         if "quantile_method" in KBinsDiscretizer().get_params():
             params["quantile_method"] = "averaged_inverted_cdf"
         params["subsample"] = None
-        self.discretizer_ = KBinsDiscretizer(**params).fit(X)
+        with warnings.catch_warnings():
+            # Replaced by the warning below, which names the number of groups made.
+            warnings.filterwarnings("ignore", "Bins whose width are too small", UserWarning)
+            self.discretizer_ = KBinsDiscretizer(**params).fit(X)
         self.bin_edges_ = np.asarray(self.discretizer_.bin_edges_[0], dtype=float)
         integral = bool(np.all(X == np.round(X)))
         self.labels_ = _group_labels(self.bin_edges_, integral)
+        if len(self.labels_) < self.n_groups:
+            warnings.warn(
+                f"AgeGroupEncoder made {len(self.labels_)} age groups, not n_groups="
+                f"{self.n_groups}: ties among the ages make quantile edges coincide. Pass "
+                f"n_groups={len(self.labels_)} to ask for the groups that were made.",
+                UserWarning,
+                stacklevel=2,
+            )
         return self
 
     def transform(self, X):
