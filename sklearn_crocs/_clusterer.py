@@ -7,6 +7,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from sklearn import get_config
@@ -692,6 +693,13 @@ class CROCSClusterer(
         if groups is not None:
             groups = np.asarray(groups)
             check_consistent_length(X, groups)
+            unknown = pd.isna(groups)
+            if unknown.any():
+                raise ValueError(
+                    f"groups holds {unknown.sum()} missing patient id(s) (NaN or None; rows "
+                    f"{_first_rows(unknown)}). Give every ECG the id of its patient; an ECG "
+                    "whose patient is unknown can get a unique id of its own."
+                )
 
         seed = _draw_seed(self.random_state)
         train, valid = self._split(n_samples, groups, seed, classes)
