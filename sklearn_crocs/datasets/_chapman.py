@@ -222,10 +222,21 @@ def _detect_layout(path, layout):
     )
 
 
+def _record_names(records):
+    """``records`` as a list of names; one string is one record, not its characters."""
+    if records is None:
+        return None
+    if isinstance(records, str):
+        return [records]
+    if isinstance(records, np.ndarray):
+        records = np.atleast_1d(records)
+    return [str(r) for r in records]
+
+
 def _select(candidates, records, what):
     if records is None:
         return candidates
-    wanted = [str(r) for r in np.atleast_1d(records)]
+    wanted = _record_names(records)
     unknown = sorted(set(wanted) - set(candidates))
     if unknown:
         raise ValueError(f"records {unknown[:10]} are not in the {what}.")
@@ -428,8 +439,9 @@ def load_chapman(
     layout : {"auto", "original", "wfdb"}, default="auto"
         "auto" picks "original" when ``Diagnostics.xlsx`` exists, else "wfdb"
         (headers searched recursively).
-    records : list of str, default=None
-        Only these records (FileName values, or WFDB record names).
+    records : str or list of str, default=None
+        Only these records (FileName values, or WFDB record names; one
+        string is one record).
     leads : list of str, default=None
         Leads to load, in this order; None for the 12 standard leads.
     target_fs : float, default=None
@@ -614,8 +626,9 @@ def fetch_chapman(
         Download folder, see :func:`get_data_home`.
     download_if_missing : bool, default=True
         If False, raise an OSError instead of downloading missing files.
-    records : list of str, default=None
-        Only download and load these records (e.g. ``["JS00001"]``).
+    records : str or list of str, default=None
+        Only download and load these records (e.g. ``["JS00001"]``; one
+        string is one record).
     leads, target_fs, unmapped, rhythm_groups, on_error, cache_dir, return_X_y
         As in :func:`load_chapman`.
     n_retries : int, default=3
@@ -652,7 +665,8 @@ def fetch_chapman(
         "name": "Chapman-Shaoxing",
     }
     checksums = checksum_list(root, base_url, expected_sha256=sha256sums_sha256, **options)
-    wanted = None if records is None else {str(r) for r in records}
+    records = _record_names(records)
+    wanted = None if records is None else set(records)
     relpaths = [
         p
         for p in checksums
@@ -676,7 +690,7 @@ def fetch_chapman(
     return load_chapman(
         root,
         layout="wfdb",
-        records=None if records is None else [str(r) for r in records],
+        records=records,
         leads=leads,
         target_fs=target_fs,
         unmapped=unmapped,

@@ -103,3 +103,10 @@ def test_data_home_that_is_a_file(tmp_path):
     with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
         fetch_chapman(data_home=path, download_if_missing=False)
     assert os.path.isfile(path)
+
+
+@pytest.mark.bad_input("Fetch", "records given as one string", "(one record)")
+def test_records_as_one_string_is_one_record(chapman_server, tmp_path):
+    # Was split into its characters: "records ['0', '1', ...] are not listed".
+    bunch = _fetch(chapman_server, tmp_path, records="JS05457")
+    assert list(bunch.record_names) == ["JS05457"]
