@@ -247,6 +247,7 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     command = {"fit": _fit, "predict": _predict, "search": _search}[args.command]
     try:
+        _check_device(args.device)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return command(args)
@@ -263,6 +264,15 @@ def main(argv=None):
             message = f"{type(exc).__name__}: {message}"
         print(f"sklearn-crocs: error: {message}", file=sys.stderr)
         return 1
+
+
+def _check_device(device):
+    """Refuse a --device that torch cannot use here, before any record is read."""
+    from ._utils import _device_problem
+
+    problem = None if device is None else _device_problem(device)
+    if problem is not None:
+        raise CommandError(f"--device {device}: {problem}. Pass --device cpu, or leave it out.")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -423,6 +433,13 @@ def _fit(args):
     age_groups = {}
     for name in y.columns:
         if name.lower() == "age":
+            n_ages = y[name].nunique()
+            if args.age_groups > n_ages:
+                raise CommandError(
+                    f"--age-groups {args.age_groups}: the {len(y)} labelled records' ages "
+                    f"take only {n_ages} distinct value(s), too few for that many groups. "
+                    f"Pass --age-groups {n_ages} or fewer."
+                )
             encoder = AgeGroupEncoder(n_groups=args.age_groups).fit(y[[name]].astype(float))
             groups = encoder.transform(y[[name]].astype(float)).ravel()
             y[name] = pd.Categorical(groups, categories=encoder.labels_)
