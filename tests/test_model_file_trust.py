@@ -265,6 +265,7 @@ def test_crafted_files_allocate_nothing_they_declare(model, tmp_path, record_pro
         model.save(path)
         _craft(path, case)
         paths.append(os.fspath(path))
+    files_before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
     result = subprocess.run(
         [sys.executable, "-c", _PEAK_SCRIPT, os.fspath(genuine), *paths],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
@@ -276,6 +277,8 @@ def test_crafted_files_allocate_nothing_they_declare(model, tmp_path, record_pro
     record_property("peak_kib", peak_kib)
     print(f"peak memory above a genuine load: {peak_kib / 1024:.1f} MiB")
     assert [outcome for _, outcome, _ in lines] == ["refused"] * len(CRAFTED), result.stdout
+    # Loading wrote nothing: no file created or changed next to the files.
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == files_before
     assert peak_kib < 64 * 1024, result.stdout  # 64 MiB
 
 
