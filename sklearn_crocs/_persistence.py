@@ -70,8 +70,8 @@ _TENSOR_DTYPES = frozenset(
 )
 # Dtype names of attributes: fixed names only (NumPy numbers, bool and object;
 # pandas' string and nullable numbers, which pandas gives DataFrame columns).
-# No parameterised dtype: a time zone, period or interval dtype makes pandas
-# look up and open files named in the dtype.
+# No parameterised dtype: "datetime64[ns, dateutil/<path>]" makes pandas open
+# the file named in it, and others build objects from their parameters.
 _ATTRIBUTE_DTYPES = frozenset(
     ["object", "bool", "str", "string", "boolean"]
     + [f"{kind}{bits}" for kind in ("int", "uint", "Int", "UInt") for bits in (8, 16, 32, 64)]
