@@ -79,6 +79,9 @@ def _tensor(path, name):
 
 
 # ---------------------------------------------- finding 1: no path from a file
+@pytest.mark.bad_input(
+    "Model file", "a path (embeddings_path) set by an edited file", "InvalidModelFileError"
+)
 def test_model_file_cannot_make_fit_write(model, data, tmp_path):
     X, _, _ = data
     victim = tmp_path / "victim.txt"
@@ -217,6 +220,7 @@ def test_crafted_file_is_refused(model, tmp_path, case):
     assert opened == []  # no file named by the document is opened
 
 
+@pytest.mark.bad_input("Model file", "NaN database embeddings", "InvalidModelFileError")
 def test_nan_embeddings_are_refused(model, data, tmp_path):
     X, _, _ = data
     path = tmp_path / "retriever.safetensors"
@@ -283,6 +287,9 @@ def test_crafted_files_allocate_nothing_they_declare(model, tmp_path, record_pro
 
 
 # --------------------------------------------------- the caller's hash (pip-style)
+@pytest.mark.bad_input(
+    "Load", "edited file (document hash recomputed) against sha256=", "InvalidModelFileError"
+)
 def test_expected_sha256_authenticates_the_file(model, tmp_path):
     import hashlib
 
@@ -346,6 +353,9 @@ def test_save_refuses_to_replace_another_file(model, data, tmp_path, kind):
     type(estimator).load(results)
 
 
+@pytest.mark.bad_input(
+    "Save", "refit interrupted while writing embeddings_path", "(previous file kept)"
+)
 def test_interrupted_embedding_keeps_the_previous_file(model, data, tmp_path, monkeypatch):
     X, _, _ = data
     path = tmp_path / "embeddings.npy"
@@ -383,6 +393,7 @@ _KILLED_SAVE = textwrap.dedent(
 )
 
 
+@pytest.mark.bad_input("Save", "save killed before its rename", "(copy removed by the next save)")
 def test_killed_save_leaves_no_copy_behind(model, tmp_path):
     path = tmp_path / "model.safetensors"
     model.save(path)
