@@ -43,7 +43,12 @@ from ._records import (
     collect_signals,
     file_stats,
 )
-from ._wfdb import find_wfdb_records, read_header_comments, read_wfdb_signals
+from ._wfdb import (
+    _regular_file_size,
+    find_wfdb_records,
+    read_header_comments,
+    read_wfdb_signals,
+)
 
 CHAPMAN_URL = "https://physionet.org/files/ecg-arrhythmia/1.0.0/"
 CHAPMAN_FOLDER = "ecg-arrhythmia-1.0.0"
@@ -161,6 +166,7 @@ def _read_xlsx(path):
             f"Reading {path.name} needs the openpyxl package: pip install "
             f"openpyxl (or pip install 'sklearn-crocs[xlsx]')."
         ) from None
+    _regular_file_size(path, path, "spreadsheet")
     try:
         table = pd.read_excel(path, sheet_name=0, engine="openpyxl")
     except Exception as exc:
@@ -183,6 +189,7 @@ def _read_chapman_csv(path, scale):
     """One ``ECGData`` CSV (rows = samples, columns = leads) as a RawRecord."""
     if not path.exists():
         raise InvalidRecordError(f"{path}: ECG file not found. Restore it or pass on_error='skip'.")
+    _regular_file_size(path, path, "ECG file")  # never a device or pipe: unbounded
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             first = fh.readline().strip().split(",")

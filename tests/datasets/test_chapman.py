@@ -1,6 +1,7 @@
 """load_chapman on real Chapman-Shaoxing records, in both of its layouts, and fetch_chapman."""
 
 import builtins
+import os
 import re
 
 import numpy as np
@@ -238,3 +239,21 @@ def test_fetch_chapman(chapman_server, chapman_wfdb_dir, tmp_path):
     ]
     with pytest.raises(ValueError, match=r"records \['JS00000'\] are not listed"):
         fetch_chapman(data_home=tmp_path, base_url=chapman_server.url, records=["JS00000"])
+
+
+@pytest.mark.bad_input(
+    "Read", "Chapman ECG CSV that is a device (a link to /dev/zero)", "InvalidRecordError"
+)
+def test_original_layout_reads_regular_files_only(chapman_original_dir, copy_tree):
+    # pandas would read /dev/zero without end; the file is refused before it is opened.
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero on this platform")
+    folder = copy_tree(chapman_original_dir)
+    csv = folder / "ECGData" / f"{CHAPMAN_RECORDS[0]}.csv"
+    csv.unlink()
+    csv.symlink_to("/dev/zero")
+    with pytest.raises(InvalidRecordError, match=r"ECG file .* is not a regular file"):
+        load_chapman(folder)
+    with pytest.warns(UserWarning, match="1 of"):
+        skipped = load_chapman(folder, on_error="skip")
+    assert CHAPMAN_RECORDS[0] not in list(skipped.record_names)

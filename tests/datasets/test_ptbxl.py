@@ -1,6 +1,7 @@
 """load_ptbxl and fetch_ptbxl on a PTB-XL tree made of the six real PTB-XL records in cinc2021."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -288,3 +289,17 @@ def test_verbose_shows_download_and_reading_progress_on_stderr(ptbxl_server, tmp
     assert re.search(r"Downloading PTB-XL.* 2/2 ", err)
     assert re.search(r"Downloading PTB-XL.* 12/12 ", err)
     assert re.search(r"load_ptbxl.* 6/6 ", err)
+
+
+@pytest.mark.bad_input(
+    "Read", "PTB-XL metadata CSV that is a device (a link to /dev/zero)", "InvalidRecordError"
+)
+def test_metadata_csv_must_be_a_regular_file(ptbxl_dir, copy_tree):
+    # pandas would read /dev/zero without end; the file is refused before it is opened.
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero on this platform")
+    folder = copy_tree(ptbxl_dir)
+    (folder / "scp_statements.csv").unlink()
+    (folder / "scp_statements.csv").symlink_to("/dev/zero")
+    with pytest.raises(InvalidRecordError, match=r"scp_statements\.csv is not a regular file"):
+        load_ptbxl(folder)
