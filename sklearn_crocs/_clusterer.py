@@ -39,6 +39,7 @@ from .nn import (
 )
 from .nn._encoders import ENCODERS
 from .nn._net import early_stopping_callbacks, is_lazy_array
+from .preprocessing import SignalConditioner, check_signal_layout, resample_signals
 
 __all__ = ["CROCSClusterer"]
 
@@ -47,6 +48,12 @@ __all__ = ["CROCSClusterer"]
 # of float32 signal, so that embedding a large (e.g. memory-mapped) database
 # needs extra memory independent of its size.
 _CHUNK_BYTES = 64 * 2**20
+
+# ECGs whose signal spread is measured for the unit check (see signal_scale_).
+_SCALE_ROWS = 1024
+# New signals whose spread differs from the training signals' by more than this
+# factor are in other units (uV or ADC units against mV, or raw against z-scored).
+_SCALE_FACTOR = 20.0
 
 # The colour codes that skorch's PrintLog puts around each column's best value.
 _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
@@ -154,6 +161,29 @@ class CROCSClusterer(
         ordered attributes whose values are bin labels such as ``"45-58"``,
         with the edges in ``bin_edges_``. Numbers given later (to
         :meth:`score`, the scorers) are binned with the same edges.
+    sampling_rate : float, default=None
+        Rate in Hz of the signals given to ``fit``, and of those given later
+        unless a method is told otherwise (``predict(X, sampling_rate=500)``).
+        Declared, the model runs its encoder at ``working_rate``: signals are
+        resampled to it (polyphase, with its anti-aliasing filter), new
+        signals of another declared rate are brought to it, and a frame of
+        another duration than in training is refused with both rates named
+        (see :ref:`raw_recordings`). ``None``: the rate is unknown, signals
+        are used as they are and only their shape is checked.
+    working_rate : float, default=100.0
+        Rate in Hz at which the encoder runs when ``sampling_rate`` is given;
+        ``None`` runs it at ``sampling_rate``. 100 Hz keeps what a 0.5-40 Hz
+        ECG holds and makes 500 Hz input cost what 100 Hz input costs (the
+        defaults were chosen on 100 Hz signals; see :ref:`raw_recordings`
+        for what other rates measured).
+    conditioning : SignalConditioner, default=None
+        Filtering and scaling of every ECG given to the model (in ``fit``
+        and at prediction), applied at the ECG's own rate before the
+        resampling to ``working_rate``; its rates are set by the model (leave
+        them ``None``). Needs ``sampling_rate``. Stored in the model file.
+        ``None``: signals are used as they are. For raw recordings
+        (mV, baseline wander, mains), condition whole records before cutting
+        them into frames instead where you can (see :ref:`raw_recordings`).
     max_epochs : int, default=40
         Number of passes over the training data (the most, with early
         stopping).
@@ -262,7 +292,19 @@ class CROCSClusterer(
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names of ``X`` when it was a DataFrame.
     input_shape_ : tuple of int
-        ``(n_leads, n_timepoints)`` of the training signals.
+        ``(n_leads, n_timepoints)`` of the training signals, at
+        ``sampling_rate_``.
+    sampling_rate_ : float or None
+        Rate in Hz of the encoder's input (``working_rate``, or
+        ``sampling_rate`` when that is ``None``); ``None`` when ``fit`` was
+        given no ``sampling_rate``. Frames last
+        ``input_shape_[1] / sampling_rate_`` seconds.
+    signal_scale_ : float or None
+        Median standard deviation of the training signals' leads as the
+        encoder saw them (of the first 1024 ECGs; ``None`` for a lazily read
+        ``X``). New signals whose spread differs from it by a factor of 20 or
+        more are reported with a warning (microvolts or ADC units against mV,
+        raw against normalised signals).
     n_iter_ : int
         Number of epochs run.
     net_ : skorch.NeuralNet
@@ -345,6 +387,9 @@ class CROCSClusterer(
         "callbacks": [list, None],
         "accelerator": [HasMethods(["prepare"]), None],
         "memory_budget": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
+        "sampling_rate": [Interval(Real, 0, None, closed="neither"), None],
+        "working_rate": [Interval(Real, 0, None, closed="neither"), None],
+        "conditioning": [SignalConditioner, None],
     }
 
     def __init__(
@@ -364,6 +409,9 @@ class CROCSClusterer(
         unlabelled_threshold=0.99,
         ordinal="auto",
         continuous=None,
+        sampling_rate=None,
+        working_rate=100.0,
+        conditioning=None,
         max_epochs=40,
         batch_size=128,
         lr=1e-3,
@@ -393,6 +441,9 @@ class CROCSClusterer(
         self.unlabelled_threshold = unlabelled_threshold
         self.ordinal = ordinal
         self.continuous = continuous
+        self.sampling_rate = sampling_rate
+        self.working_rate = working_rate
+        self.conditioning = conditioning
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr
@@ -419,15 +470,25 @@ class CROCSClusterer(
                 f"and shape {X.shape}."
             )
         ndim = X.ndim
+        check_signal_layout(X.shape, getattr(self, "sampling_rate_", None))
         shape = tuple(X.shape[1:]) if ndim == 3 else (1, *X.shape[1:])
         # Two 2-D inputs are compared by validate_data (scikit-learn's message);
         # any 3-D side is compared here by leads and length.
         if not reset and ndim >= 2 and (ndim == 3 or self._fit_ndim == 3):
             if shape != self.input_shape_:
+                unknown_rate = getattr(self, "sampling_rate_", "n/a") is None
                 raise ValueError(
                     f"X has {shape[0]} lead(s) of {shape[1]} samples, but "
                     f"{type(self).__name__} was fitted on {self.input_shape_[0]} "
                     f"lead(s) of {self.input_shape_[1]} samples."
+                    + (
+                        " It was fitted without sampling_rate, so the rate of X cannot be "
+                        "checked or converted: give X at the training rate (see "
+                        "sklearn_crocs.preprocessing.resample_signals), or refit with "
+                        "sampling_rate=<Hz>."
+                        if unknown_rate and shape[0] == self.input_shape_[0]
+                        else ""
+                    )
                 )
         if ndim == 3:
             X = X.reshape(X.shape[0], math.prod(shape))
@@ -468,6 +529,98 @@ class CROCSClusterer(
         self.n_features_in_ = math.prod(self.input_shape_)
         if hasattr(self, "feature_names_in_"):  # from an earlier fit on a DataFrame
             del self.feature_names_in_
+
+    # ------------------------------------------------------------------ rates
+    def _fit_rate(self):
+        """``sampling_rate_`` for the declared rates: the encoder's input rate, or None."""
+        if self.sampling_rate is None:
+            if self.conditioning is not None:
+                raise ValueError(
+                    "conditioning filters signals in Hz, so it needs their rate: pass "
+                    "sampling_rate=<Hz of X> too."
+                )
+            return None
+        return float(self.sampling_rate if self.working_rate is None else self.working_rate)
+
+    def _conditioner(self, rate):
+        """The ``conditioning`` step for signals at ``rate`` Hz, with the model's rates."""
+        step = self.conditioning
+        for name, wanted in (("sampling_rate", rate), ("target_rate", self.sampling_rate_)):
+            given = getattr(step, name)
+            if given is not None and given != wanted:
+                raise ValueError(
+                    f"conditioning has {name}={given:g}, but the model gives it signals at "
+                    f"{rate:g} Hz and runs at {self.sampling_rate_:g} Hz: leave the rates of "
+                    "the conditioning step None, the model sets them."
+                )
+        return clone(step).set_params(sampling_rate=rate, target_rate=self.sampling_rate_)
+
+    def _to_model_rate(self, X, rate, *, fitting=False):
+        """Signals declared at ``rate`` Hz, conditioned and resampled as the encoder takes them.
+
+        ``X`` is returned as it is when there is nothing to do. Otherwise the
+        duration of its frames is checked against training (at prediction)
+        and it comes back as a float32 ndarray at ``sampling_rate_``.
+        """
+        if rate is None:
+            return X
+        model_rate = self.sampling_rate_
+        if model_rate is None:
+            raise ValueError(
+                f"X was declared at sampling_rate={rate:g} Hz, but this "
+                f"{type(self).__name__} was fitted without a sampling rate, so it does "
+                "not know the rate it was trained at. Give X at the training rate without "
+                "sampling_rate, or refit with sampling_rate=<Hz of the training signals>."
+            )
+        shape = tuple(getattr(X, "shape", np.shape(X)))
+        if len(shape) >= 2:
+            check_signal_layout(shape, rate)
+        if not fitting and len(shape) >= 2:
+            n, trained = shape[-1], self.input_shape_[1]
+            if math.ceil(n * model_rate / rate - 1e-9) != trained:
+                seconds = trained / model_rate
+                other = n * model_rate / trained
+                raise ValueError(
+                    f"X has {n} samples per lead, {n / rate:g} s at {rate:g} Hz, but "
+                    f"{type(self).__name__} was fitted on frames of {seconds:g} s "
+                    f"({trained} samples at {model_rate:g} Hz). Cut X into {seconds:g}-s "
+                    f"frames ({round(seconds * rate)} samples at {rate:g} Hz, "
+                    "sklearn_crocs.preprocessing.make_frames), or, if X is sampled at "
+                    f"{other:g} Hz, pass sampling_rate={other:g}."
+                )
+        if rate == model_rate and self.conditioning is None:
+            return X
+        if is_lazy_array(X) and fitting:
+            raise ValueError(
+                f"X is read lazily, and bringing it from {rate:g} Hz to {model_rate:g} Hz"
+                + (" with conditioning" if self.conditioning is not None else "")
+                + " inside fit would read it whole. Prepare it first (SignalConditioner "
+                "or resample_signals of sklearn_crocs.preprocessing, chunk by chunk) and fit "
+                f"with sampling_rate={model_rate:g}, conditioning=None."
+            )
+        X = np.asarray(X, dtype=np.float32)
+        if self.conditioning is not None:
+            return self._conditioner(rate).fit_transform(X)
+        return resample_signals(X, rate, model_rate)
+
+    def _check_scale(self, X):
+        """Warn when validated signals X are in other units than the training signals."""
+        trained = getattr(self, "signal_scale_", None)
+        scale = _signal_scale(X)
+        if not trained or not scale:
+            return
+        factor = scale / trained
+        if max(factor, 1 / factor) >= _SCALE_FACTOR:
+            warnings.warn(
+                f"The signals' spread (median standard deviation of a lead {scale:.3g}) is "
+                f"{factor:.3g} times that of the training signals ({trained:.3g}): they "
+                "look like other units (microvolts or ADC units against mV), or raw "
+                "against normalised signals. Bring them to the training signals' units "
+                "(divide by the gain), or give the model conditioning=SignalConditioner() "
+                "so that every signal is normalised.",
+                UserWarning,
+                stacklevel=4,
+            )
 
     def _fit_attributes(self, y, n_samples):
         """Learn the attributes of y; return ``(target, classes, partial)``.
@@ -677,11 +830,15 @@ class CROCSClusterer(
                 f"device={self.device!r} cannot be used: {problem}. Pass device='cpu', "
                 "or a device that torch can use here."
             )
+        self.sampling_rate_ = self._fit_rate()
+        X = self._to_model_rate(X, self.sampling_rate, fitting=True)
         lazy = is_lazy_array(X)
         if lazy:
             self._check_lazy_signals(X)
         else:
             X = self._validate_signals(X, reset=True)
+        # A lazy X is read only batch by batch, in training: no extra pass for this.
+        self.signal_scale_ = None if lazy else _signal_scale(X)
         n_samples = X.shape[0]
         target, classes, partial = self._fit_attributes(y, n_samples)
         encoder = ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
@@ -734,8 +891,10 @@ class CROCSClusterer(
         if not lazy:
             embeddings = self._embed(X)
         elif return_embeddings:
-            embeddings = self._embed_input(X)
-        chunks = self._embedding_chunks(X) if embeddings is None else [(0, embeddings)]
+            embeddings = self._embed_input(X, prepared=True)
+        chunks = (
+            self._embedding_chunks(X, prepared=True) if embeddings is None else [(0, embeddings)]
+        )
         sums = torch.zeros(n_combinations, self.embedding_dim)
         low = np.full(self.embedding_dim, np.inf, dtype=np.float32)
         high = -low
@@ -769,7 +928,7 @@ class CROCSClusterer(
         elif labels is not None:
             self.labels_ = labels
         else:  # the mean prototypes are known only now: a second pass
-            self.labels_ = self._predict_chunks(X)
+            self.labels_ = self._predict_chunks(X, prepared=True)
         return embeddings
 
     def _select_prototypes(self):
@@ -863,7 +1022,7 @@ class CROCSClusterer(
         out = self.net_.forward(dataset, training=False, device="cpu")
         return F.normalize(out.float(), dim=1).numpy()
 
-    def _embedding_chunks(self, X):
+    def _embedding_chunks(self, X, sampling_rate=None, *, prepared=False):
         """Validate and embed unseen ECGs chunk by chunk: yield ``(start, embeddings)``.
 
         An ndarray, memory map or lazy array (see
@@ -872,11 +1031,20 @@ class CROCSClusterer(
         ``verbose``; other inputs are validated whole. NaN and infinity are
         looked for batch by batch as the net reads them (unless scikit-learn's
         ``assume_finite`` is set), not in a separate pass over the input.
+        Signals are first brought to the model's rate (see :meth:`_to_model_rate`)
+        unless ``prepared`` (fit's own X, already there).
         """
         check = not get_config()["assume_finite"]
+        rate = self.sampling_rate if sampling_rate is None else sampling_rate
+        first = [True]
 
         def embed(part):
+            if not prepared:
+                part = self._to_model_rate(part, rate)
             part = self._validate_signals(part, reset=False, ensure_all_finite=False)
+            if first[0] and not prepared:  # one look at the units per call
+                first[0] = False
+                self._check_scale(part)
             return self._embed(part, check_finite=check)
 
         arraylike = isinstance(X, np.ndarray) or is_lazy_array(X)
@@ -893,10 +1061,10 @@ class CROCSClusterer(
             if self.verbose and n > rows:
                 print(f"Embedded {stop}/{n} ECGs", flush=True)
 
-    def _embed_input(self, X):
+    def _embed_input(self, X, sampling_rate=None, *, prepared=False):
         """Embeddings of unseen ECGs, computed chunk by chunk (see :meth:`_embedding_chunks`)."""
         out = None
-        for start, part in self._embedding_chunks(X):
+        for start, part in self._embedding_chunks(X, sampling_rate, prepared=prepared):
             if start == 0 and (not hasattr(X, "shape") or len(part) == X.shape[0]):
                 return part  # embedded in one piece
             if out is None:
@@ -904,12 +1072,12 @@ class CROCSClusterer(
             out[start : start + len(part)] = part
         return out
 
-    def _predict_chunks(self, X):
+    def _predict_chunks(self, X, sampling_rate=None, *, prepared=False):
         """Index of the nearest prototype of each unseen ECG, without holding all embeddings."""
         return np.concatenate(
             [
                 _nearest(part, self.prototypes_, self.prototype_counts_)
-                for _, part in self._embedding_chunks(X)
+                for _, part in self._embedding_chunks(X, sampling_rate, prepared=prepared)
             ]
         )
 
@@ -950,13 +1118,17 @@ class CROCSClusterer(
             return self._mean_prototypes[seen], self.attribute_codec_.values[seen]
         raise ValueError(f"kind must be 'learned', 'mean' or None; got {kind!r}.")
 
-    def transform(self, X):
+    def transform(self, X, *, sampling_rate=None):
         """Embed ECGs: L2-normalised encoder outputs.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
-            ECG signals with the lead count and length seen in ``fit``.
+            ECG signals with the lead count and duration seen in ``fit``.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
+            was given; ``X`` is brought to the model's rate. Needs a model
+            fitted with ``sampling_rate``.
 
         Returns
         -------
@@ -964,9 +1136,9 @@ class CROCSClusterer(
             Unit-norm embeddings, comparable with ``prototypes_``.
         """
         check_is_fitted(self, "net_")
-        return self._embed_input(X)
+        return self._embed_input(X, sampling_rate)
 
-    def predict_proba(self, X, attribute=None):
+    def predict_proba(self, X, attribute=None, *, sampling_rate=None):
         """Softmax over prototype similarities ``cos(v, p) / tau_s``, or one attribute's marginal.
 
         Parameters
@@ -977,6 +1149,10 @@ class CROCSClusterer(
             ``None``: the probability of each prototype. The name or position
             of an attribute: the probability of each of its values, the sum
             of the prototype probabilities over the other attributes.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
+            was given; ``X`` is brought to the model's rate. Needs a model
+            fitted with ``sampling_rate``.
 
         Returns
         -------
@@ -1008,7 +1184,9 @@ class CROCSClusterer(
         check_is_fitted(self, "net_")
         if attribute is not None:
             column = self.attribute_codec_.position(attribute)
-        logits = torch.from_numpy(self.transform(X) @ self.prototypes_.T)
+        logits = torch.from_numpy(
+            self.transform(X, sampling_rate=sampling_rate) @ self.prototypes_.T
+        )
         proba = torch.softmax(logits / self.tau_s, dim=1).numpy()
         if attribute is None:
             return proba
@@ -1016,7 +1194,7 @@ class CROCSClusterer(
         one_hot = values[:, None] == np.arange(self.attribute_codec_.shape[column])
         return proba @ one_hot.astype(proba.dtype)
 
-    def predict(self, X):
+    def predict(self, X, *, sampling_rate=None):
         """Attributes of the nearest prototype of each ECG.
 
         An ECG whose embedding is all zeros (an encoder that ends in a ReLU,
@@ -1027,6 +1205,10 @@ class CROCSClusterer(
         ----------
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
             ECG signals.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
+            was given; ``X`` is brought to the model's rate. Needs a model
+            fitted with ``sampling_rate``.
 
         Returns
         -------
@@ -1035,10 +1217,10 @@ class CROCSClusterer(
             DataFrame with the same columns for a DataFrame ``y``.
         """
         check_is_fitted(self, "net_")
-        nearest = self._predict_chunks(X)
+        nearest = self._predict_chunks(X, sampling_rate)
         return self.attribute_codec_.decode(self._prototype_combinations[nearest])
 
-    def score(self, X, y):
+    def score(self, X, y, *, sampling_rate=None):
         """Mean over attributes of the accuracy of :meth:`predict`.
 
         Parameters
@@ -1048,6 +1230,10 @@ class CROCSClusterer(
         y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
             True attributes, in the layout used in ``fit``; every value must
             have been seen in ``fit``.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
+            was given; ``X`` is brought to the model's rate. Needs a model
+            fitted with ``sampling_rate``.
 
         Returns
         -------
@@ -1055,7 +1241,7 @@ class CROCSClusterer(
             Mean per-attribute accuracy.
         """
         check_is_fitted(self, "net_")
-        embeddings = self._embed_input(X)
+        embeddings = self._embed_input(X, sampling_rate)
         codec = self.attribute_codec_
         true = codec.encode(y, embeddings.shape[0])
         nearest = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
@@ -1165,6 +1351,14 @@ class CROCSClusterer(
         tags.target_tags.multi_output = True
         tags.transformer_tags.preserves_dtype = ["float32"]
         return tags
+
+
+def _signal_scale(X):
+    """Median standard deviation of the leads of the first ECGs of X (0 if all are flat)."""
+    rows = np.asarray(X[:_SCALE_ROWS], dtype=np.float32)
+    if rows.size == 0:
+        return 0.0
+    return float(np.median(rows.reshape(-1, rows.shape[-1]).std(axis=1)))
 
 
 def _first_rows(mask, limit=10):

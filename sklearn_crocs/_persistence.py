@@ -33,6 +33,7 @@ from skorch.history import History
 
 from ._attributes import AttributeCodec
 from ._utils import _atomic_path, _crocs_step, _device_problem, _python_value
+from .preprocessing import SignalConditioner
 
 __all__ = ["InvalidModelFileError"]
 
@@ -95,12 +96,15 @@ def _encode(value, where):
         return {"device": str(value)}
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if isinstance(value, SignalConditioner):
+        return {"SignalConditioner": _encode(value.get_params(), where)}
     if isinstance(value, np.random.RandomState):
         name, keys, pos, has_gauss, gauss = value.get_state()
         return {"random_state": [name, keys.tolist(), pos, has_gauss, gauss]}
     raise TypeError(
         f"{where} is a {type(value).__name__}, which a model file cannot store (it holds "
-        "only numbers, strings, lists, tuples, dicts, torch devices and RandomState). "
+        "only numbers, strings, lists, tuples, dicts, torch devices, RandomState and "
+        "SignalConditioner). "
         "Set it to such a value before saving."
     )
 
@@ -119,6 +123,13 @@ def _decode(value):
         return {k: _decode(v) for k, v in content.items()}
     if tag == "device":
         return torch.device(content)
+    if tag == "SignalConditioner":
+        params = _decode(content)
+        if not isinstance(params, dict):
+            raise ValueError("the conditioning step has no parameters")
+        step = SignalConditioner(**params)
+        step._validate_params()
+        return step
     if tag == "random_state":
         name, keys, pos, has_gauss, gauss = content
         state = np.random.RandomState()
@@ -323,6 +334,8 @@ def _clusterer_state(model, prefix=""):
         "bin_edges": {name: edges.tolist() for name, edges in codec.bin_edges.items()},
         "class_index": model._class_index,
         "input_shape": list(model.input_shape_),
+        "sampling_rate": model.sampling_rate_,
+        "signal_scale": model.signal_scale_,
         "fit_ndim": model._fit_ndim,
         "n_features_in": model.n_features_in_,
         "feature_names_in": (
@@ -412,6 +425,8 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
     model.input_shape_ = tuple(int(n) for n in document["input_shape"])
     model._fit_ndim = int(document["fit_ndim"])
     model.n_features_in_ = int(document["n_features_in"])
+    model.sampling_rate_ = _positive_or_none(document.get("sampling_rate"), "sampling_rate")
+    model.signal_scale_ = _positive_or_none(document.get("signal_scale"), "signal_scale")
     if document["feature_names_in"] is not None:
         model.feature_names_in_ = np.asarray(document["feature_names_in"], dtype=object)
     if (
@@ -459,6 +474,19 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
         raise ValueError("labels do not index the prototypes")
     model.labels_ = labels
     return model
+
+
+def _positive_or_none(value, name):
+    """A rate or scale read from a document: a finite number >= 0, or None."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise ValueError(f"{name} is {value!r}, not a finite non-negative number")
+    return float(value)
 
 
 def save_clusterer(model, path):

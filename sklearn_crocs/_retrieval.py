@@ -208,7 +208,7 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         self.embeddings_path = embeddings_path
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y=None, groups=None):
+    def fit(self, X, y=None, groups=None, *, sampling_rate=None):
         """Index a database of ECGs, fitting the estimator first if ``y`` is given.
 
         Parameters
@@ -224,6 +224,10 @@ default=None
         groups : array-like of shape (n_samples,), default=None
             Patient of each ECG, passed to the estimator's ``fit`` with ``y``
             (for a Pipeline, to its last step); ignored without ``y``.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it differs from the ``sampling_rate`` of
+            the fitted estimator, which brings ``X`` to its rate (passed to its
+            ``transform``); without ``y`` only.
 
         Returns
         -------
@@ -251,7 +255,16 @@ default=None
             estimator.fit(X, y, **params)
             crocs = _crocs_step(estimator)
         self.estimator_ = estimator
-        self._set_fitted(estimator, self._embed(X, name="X", path=self.embeddings_path))
+        if sampling_rate is not None and y is not None:
+            raise ValueError(
+                "sampling_rate is for indexing X with a fitted estimator; with y, X trains a "
+                "clone of the estimator: declare its rate there, as "
+                "CROCSClusterer(sampling_rate=...)."
+            )
+        embeddings = self._embed(
+            X, name="X", path=self.embeddings_path, sampling_rate=sampling_rate
+        )
+        self._set_fitted(estimator, embeddings)
         return self
 
     def _set_fitted(self, estimator, embeddings):
@@ -384,7 +397,7 @@ default=None
             distances[short], indices[short] = self._top_k(vectors[short], k, exact=True)
         return distances, indices
 
-    def _embed(self, X, *, name, path=None):
+    def _embed(self, X, *, name, path=None, sampling_rate=None):
         """Unit-norm float32 embeddings of X, computed ``batch_size`` rows at a time.
 
         With ``path``, they are written to that ``.npy`` file as they come and
@@ -401,6 +414,8 @@ default=None
         n_samples = _n_rows(X)
         if n_samples == 0:
             raise ValueError(f"{name} holds no ECG (shape {X.shape}); pass at least one.")
+        # Passed only when given: a Pipeline's transform takes no parameters by default.
+        rate = {} if sampling_rate is None else {"sampling_rate": sampling_rate}
         n_batches = -(-n_samples // self.batch_size)
         report_every = 1 if self.verbose > 1 else max(1, -(-n_batches // 10))
         start_time = time.perf_counter()
@@ -408,7 +423,7 @@ default=None
         for batch, start in enumerate(range(0, n_samples, self.batch_size), 1):
             stop = min(start + self.batch_size, n_samples)
             rows = _rows(X, start, stop)
-            out = np.asarray(self.estimator_.transform(rows), dtype=np.float32)
+            out = np.asarray(self.estimator_.transform(rows, **rate), dtype=np.float32)
             if embeddings is None:
                 shape = (n_samples, out.shape[1])
                 embeddings = (
@@ -531,7 +546,9 @@ default=None
             distances[q], indices[q] = d[first], i[first]
         return distances, indices
 
-    def kneighbors(self, queries=None, n_neighbors=None, return_distance=True):
+    def kneighbors(
+        self, queries=None, n_neighbors=None, return_distance=True, *, sampling_rate=None
+    ):
         """Find the database ECGs nearest to each query.
 
         Parameters
@@ -559,6 +576,9 @@ default=None
             Number of ECGs per query; ``None`` uses ``self.n_neighbors``.
         return_distance : bool, default=True
             Whether to return the distances too.
+        sampling_rate : float, default=None
+            Rate in Hz of query signals when it differs from the estimator's
+            ``sampling_rate``; they are brought to the model's rate.
 
         Returns
         -------
@@ -573,9 +593,11 @@ default=None
             distances are ordered by increasing index.
         """
         check_is_fitted(self)
-        return self._kneighbors(queries, n_neighbors, return_distance, exact=False)
+        return self._kneighbors(
+            queries, n_neighbors, return_distance, exact=False, sampling_rate=sampling_rate
+        )
 
-    def _kneighbors(self, queries, n_neighbors, return_distance, exact):
+    def _kneighbors(self, queries, n_neighbors, return_distance, exact, sampling_rate=None):
         if n_neighbors is None:
             n_neighbors = self.n_neighbors
         elif not isinstance(n_neighbors, Integral) or isinstance(n_neighbors, bool):
@@ -588,7 +610,7 @@ default=None
         else:
             frame = self._attribute_queries(queries)
             if frame is None:
-                vectors = self._embed(queries, name="queries")
+                vectors = self._embed(queries, name="queries", sampling_rate=sampling_rate)
             else:
                 matches = self._query_rows(frame)
         if n_neighbors > self.n_samples_fit_:

@@ -777,7 +777,7 @@ def test_zero_embedding_gets_the_most_frequent_combination(synthetic, monkeypatc
     model = _model(max_epochs=1).fit(X, y)
     embeddings = model.transform(X[:6])
     embeddings[[1, 4]] = 0  # as a CNN ending in a ReLU can output
-    monkeypatch.setattr(model, "_embedding_chunks", lambda X: iter([(0, embeddings)]))
+    monkeypatch.setattr(model, "_embedding_chunks", lambda X, *a, **k: iter([(0, embeddings)]))
     predicted = model.predict(X[:6])
     assert predicted.iloc[[1, 4]].to_numpy().tolist() == [["SB", "M", ">=60"]] * 2
     nearest = np.argmax(embeddings @ model.prototypes_.T, axis=1)

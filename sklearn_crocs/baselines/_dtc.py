@@ -23,6 +23,9 @@ _FIXED = {
     "amplitude_jitter": 0.0,
     "callbacks": None,
     "accelerator": None,
+    "sampling_rate": None,
+    "working_rate": None,
+    "conditioning": None,
 }
 
 
@@ -254,6 +257,9 @@ class DTC(CROCSClusterer):
     accelerator = _FIXED["accelerator"]
     ordinal = _FIXED["ordinal"]
     continuous = _FIXED["continuous"]
+    sampling_rate = _FIXED["sampling_rate"]
+    working_rate = _FIXED["working_rate"]
+    conditioning = _FIXED["conditioning"]
 
     def _criterion(self, partial_combinations=None):
         # missing="error": fit rejects missing attributes before this point.

@@ -1,4 +1,4 @@
-"""Preprocessing: the paper's frames, resampling, normalisation and age groups.
+"""Preprocessing: raw-recording conditioning, frames, resampling, normalisation, age groups.
 
 Functions and transformers that turn loaded records (see
 :mod:`sklearn_crocs.datasets`) into CROCS's inputs: frames of 2500 samples,
@@ -10,6 +10,8 @@ along with every frame or instance, so that splits stay at the patient level.
 from ._age_groups import AgeGroupEncoder
 from ._signals import (
     FrameNormalizer,
+    SignalConditioner,
+    check_signal_layout,
     leads_as_instances,
     make_frames,
     normalize_frames,
@@ -19,6 +21,8 @@ from ._signals import (
 __all__ = [
     "AgeGroupEncoder",
     "FrameNormalizer",
+    "SignalConditioner",
+    "check_signal_layout",
     "leads_as_instances",
     "make_frames",
     "normalize_frames",
