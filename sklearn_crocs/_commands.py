@@ -51,6 +51,7 @@ from .datasets._wfdb import find_wfdb_records, read_wfdb_record, warn_repaired
 from .preprocessing import (
     AgeGroupEncoder,
     SignalConditioner,
+    check_signal_layout,
     make_frames,
     normalize_frames,
     resample_signals,
@@ -144,12 +145,10 @@ def _arrays(path, sampling_rate, model_leads):
             f"{path}: expected numbers of shape (n_records, n_leads, n_samples), got "
             f"{X.dtype} of shape {X.shape}. For one lead, save X[:, np.newaxis, :]."
         )
-    if X.shape[1] > X.shape[2]:
-        raise CommandError(
-            f"{path}: shape {X.shape} has more leads ({X.shape[1]}) than samples "
-            f"({X.shape[2]}); the layout is (n_records, n_leads, n_samples). If the "
-            f"array is (n_records, n_samples, n_leads), save np.swapaxes(X, 1, 2)."
-        )
+    try:  # swapped axes (wfdb's layout), or a rate that makes records too short
+        check_signal_layout(X.shape, sampling_rate, name="X")
+    except ValueError as exc:
+        raise CommandError(f"{path}: {exc}") from exc
     names = (
         [str(v) for v in stored["record_ids"]]
         if "record_ids" in stored

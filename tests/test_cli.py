@@ -336,18 +336,33 @@ def test_entry_points(tmp_path):
 # ------------------------------------------------------------ other inputs
 
 
+def python(code):
+    """Standard output of ``python -c code`` in a fresh interpreter."""
+    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
 def test_importing_the_cli_imports_no_torch():
     """--help answers at once: the parser module imports neither torch nor numpy."""
     code = (
         "import sys, sklearn_crocs._cli; "
         "print(sorted(m for m in ('torch', 'skorch', 'numpy', 'pandas') if m in sys.modules))"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    assert python(code) == "[]"
+
+
+def test_the_package_imports_its_estimators_on_first_use():
+    code = (
+        "import sys, sklearn_crocs; before = 'torch' in sys.modules; "
+        "from sklearn_crocs import CROCSClusterer, PrototypeRetriever; "
+        "print(before, 'torch' in sys.modules, CROCSClusterer.__name__, "
+        "set(sklearn_crocs.__all__) <= set(dir(sklearn_crocs)))"
     )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert python(code) == "False True CROCSClusterer True"
 
 
 def test_fit_on_the_bundled_ptbxl_sample(tmp_path):
@@ -471,14 +486,19 @@ def test_predict_at_another_rate_than_the_model(ludb_arrays, model_100hz, tmp_pa
         (
             (4, 1000, 12),
             ["--sampling-rate", "100"],
-            "more leads (1000) than samples (12); the layout is (n_records, n_leads, "
-            "n_samples). If the array is (n_records, n_samples, n_leads), save "
-            "np.swapaxes(X, 1, 2).",
+            "X has shape (4, 1000, 12): 1000 leads of 12 samples each. Signals go "
+            "channel-first, (n_ecgs, n_leads, n_samples); an array stacked from wfdb.rdsamp "
+            "is (n_ecgs, n_samples, n_leads): pass np.swapaxes(X, 1, 2).",
         ),
         (
             (4, 12, 1000),
             [],
             "arrays carry no sampling rate; pass --sampling-rate HZ",
+        ),
+        (
+            (4, 12, 100),
+            ["--sampling-rate", "500"],
+            "X has 100 samples per lead, 0.2 s at the declared 500 Hz: too short for an ECG.",
         ),
         (
             (4, 1000),
