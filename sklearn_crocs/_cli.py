@@ -317,5 +317,5 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"sklearn-crocs: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
-def _note(text):
+def note(text):
     print(f"sklearn-crocs: {text}", file=sys.stderr)

@@ -32,7 +32,7 @@ from ._cli import (
     SETTINGS_FILE,
     SETTINGS_FORMAT,
     CommandError,
-    _note,
+    note,
 )
 from ._clusterer import CROCSClusterer
 from ._retrieval import PrototypeRetriever
@@ -45,7 +45,7 @@ from .datasets._base import (
     parse_sex,
     progress,
 )
-from .datasets._edf import EDF_SUFFIXES, _edfio, find_edf_files, read_edf_record
+from .datasets._edf import EDF_SUFFIXES, find_edf_files, import_edfio, read_edf_record
 from .datasets._records import RawRecord, collect_signals
 from .datasets._wfdb import find_wfdb_records, read_wfdb_record, warn_repaired
 from .preprocessing import (
@@ -181,13 +181,13 @@ def _files(path, repair_headers):
         wfdb_records = find_wfdb_records(path)
         edf_files = find_edf_files(path)
         if edf_files:
-            _edfio()  # a missing extra is one error, not one skipped record per file
+            import_edfio()  # a missing extra is one error, not one skipped record per file
         if not wfdb_records and not edf_files:
             raise CommandError(f"{path} holds no WFDB records (*.hea) and no EDF files (*.edf).")
         paths = [*wfdb_records, *edf_files]
         relative = [p.relative_to(path) for p in paths]
     else:
-        _edfio()
+        import_edfio()
         wfdb_records, edf_files, paths, relative = [], [path], [path], [Path(path.name)]
     n_wfdb = len(wfdb_records)
     # EDF records are named without their extension, as WFDB records are.
@@ -285,12 +285,12 @@ def _read_records(args, settings, *, leads, model_leads=None):
     warn_repaired(source.names, signal_set)
     skipped = log.frame()
     for record, reason in zip(skipped["record"], skipped["reason"]):
-        _note(f"skipped record {record}: {reason}")
+        note(f"skipped record {record}: {reason}")
     kept, signals = signal_set.kept, signal_set.data
     long_enough = np.array([x.shape[-1] >= frame_length for x in signals], dtype=bool)
     if not long_enough.all():
         short = [source.names[i] for i in kept[~long_enough]]
-        _note(
+        note(
             f"skipped {len(short)} record(s) shorter than one frame ({frame_length} samples "
             f"at {working_rate:g} Hz): {', '.join(short)}"
         )
@@ -314,7 +314,7 @@ def _read_records(args, settings, *, leads, model_leads=None):
         attributes = None
     names = np.asarray([source.names[i] for i in kept])
     if not args.quiet:
-        _note(
+        note(
             f"read {len(kept)} of {len(source.names)} records of {source.description}: "
             f"{len(frames)} frames of {len(signal_set.lead_names)} leads x {frame_length} "
             f"samples at {working_rate:g} Hz"
@@ -484,7 +484,7 @@ def fit(args):
     unknown = y.isna()
     if unknown.to_numpy().any():
         counts = ", ".join(f"{n} ({c})" for n, c in unknown.sum().items() if c)
-        _note(f"left out {int(unknown.any(axis=1).sum())} record(s) with an unknown {counts}")
+        note(f"left out {int(unknown.any(axis=1).sum())} record(s) with an unknown {counts}")
     labelled = np.flatnonzero(~unknown.any(axis=1).to_numpy())
     if len(labelled) == 0:
         raise CommandError("no record has a known value of every attribute.")
@@ -671,7 +671,7 @@ def search(args):
         retriever = PrototypeRetriever(model, batch_size=_CHUNK).fit(_CountedRows(frames, bar))
     n_records = len(records.names)
     if args.k > n_records:
-        _note(f"--k {args.k} is more than the {n_records} records read: all are returned")
+        note(f"--k {args.k} is more than the {n_records} records read: all are returned")
     # Enough frames to hold the k nearest records even when each has all its frames first.
     n_frames = min(len(frames), args.k * int(np.bincount(frame_record).max()))
     names = list(model.attribute_names_)

@@ -29,7 +29,7 @@ EDF_SUFFIXES = (".edf",)
 _ECG_PREFIXES = ("ecg ", "ekg ")
 
 
-def _edfio():
+def import_edfio():
     try:
         import edfio
     except ImportError as exc:
@@ -59,7 +59,7 @@ def read_edf_record(path, *, leads=None):
         For an unreadable file, a discontinuous EDF+D recording, signals of
         different rates or unknown physical units; the message names the file.
     """
-    edfio = _edfio()
+    edfio = import_edfio()
     path = Path(os.path.expanduser(os.fspath(path)))
     try:
         # EDF asks for ASCII headers; latin-1 decodes any byte, so a stray
@@ -199,7 +199,7 @@ def load_edf(
     >>> bunch.data.shape, bunch.fs, bunch.lead_names, bunch.record_names.tolist()
     ((2, 2, 5000), 500, ['I', 'II'], ['r1', 'r2'])
     """
-    _edfio()  # the missing extra is one error, not one skipped record per file
+    import_edfio()  # the missing extra is one error, not one skipped record per file
     on_error = check_on_error(on_error)
     leads = check_leads(leads)
     target_fs = check_fs(target_fs, "target_fs")
