@@ -607,3 +607,28 @@ def test_edf_without_the_extra(edf_folder, tmp_path, monkeypatch):
     status, _, err = run(*argv, "--model", tmp_path / "m", "--quiet")
     assert status == 1
     assert "pip install sklearn-crocs[edf]" in error_line(err)
+
+
+def test_a_record_too_short_to_condition_is_skipped(edf_folder, model_100hz, tmp_path):
+    edfio = pytest.importorskip("edfio")
+    folder = tmp_path / "records"
+    folder.mkdir()
+    for path in sorted(edf_folder.glob("*.edf"))[:3]:
+        os.symlink(path, folder / path.name)
+    # 0.1 s: too short for the band-pass, and refused as too short for an ECG.
+    leads = ["I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"]
+    signals = [
+        edfio.EdfSignal(
+            np.zeros(50), 500, label=lead, physical_dimension="mV", physical_range=(-1, 1)
+        )
+        for lead in leads
+    ]
+    edfio.Edf(signals, data_record_duration=0.1).write(folder / "short.edf")
+    out_csv = tmp_path / "p.csv"
+    status, _, err = run("predict", folder, "--model", model_100hz, "--out", out_csv)
+    assert status == 0, err
+    assert "skipped record short: " in err and "too short for an ECG" in err
+    assert len(pd.read_csv(out_csv)) == 3
+    strict = ["predict", folder, "--model", model_100hz, "--out", tmp_path / "s.csv", "--strict"]
+    status, _, err = run(*strict)
+    assert status == 1 and "short.edf: " in error_line(err)

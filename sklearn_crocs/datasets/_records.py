@@ -322,7 +322,12 @@ class _Conformer:
                 f"way). Repair the record or pass on_error='skip'."
             )
         if self.condition is not None:
-            signal = self.condition(signal, rate)
+            try:
+                signal = self.condition(signal, rate)
+            except InvalidRecordError:
+                raise
+            except ValueError as exc:  # e.g. a record too short to filter: this record's problem
+                raise InvalidRecordError(f"{raw.source}: {exc}") from exc
         elif self.target_fs is not None and rate != self.target_fs:
             signal = resample_signals(signal, rate, self.target_fs)
         signal = self._apply_length(signal, raw.source)
