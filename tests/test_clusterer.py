@@ -1123,3 +1123,158 @@ def test_lazy_fit_checks_the_signals_it_reads(synthetic):
         _model().fit(_ReadLog(X.astype(complex)), y)
     with pytest.raises(ValueError, match="at least 2 samples"):
         _model().fit(_ReadLog(X[:1]), y[:1])
+
+
+# ---------------------------------------------------------------- sampling rate
+def _sines(rate, seconds=5, n=40, leads=2, seed=0):
+    """Two classes of sine ECGs at ``rate`` Hz, shape (n, leads, seconds * rate)."""
+    rng = np.random.RandomState(seed)
+    y = np.repeat(["A", "B"], n // 2)
+    t = np.arange(seconds * rate) / rate
+    freq = np.where(y == "A", 1.0, 2.5)[:, None, None]
+    X = np.sin(2 * np.pi * freq * t) + 0.1 * rng.randn(n, leads, len(t))
+    return X.astype(np.float32), y
+
+
+@pytest.fixture(scope="module")
+def at_500hz():
+    X, y = _sines(500)
+    return _model(encoder="resnet", sampling_rate=500).fit(X, y), X, y
+
+
+def test_a_declared_rate_runs_the_encoder_at_the_working_rate(at_500hz):
+    from sklearn_crocs.preprocessing import resample_signals
+
+    model, X, y = at_500hz
+    assert model.sampling_rate_ == 100.0
+    assert model.input_shape_ == (2, 500)  # 5 s at 100 Hz
+    # The same signals given at 100 Hz train the same model.
+    X_100 = resample_signals(X, 500, 100)
+    same = _model(encoder="resnet", sampling_rate=100).fit(X_100, y)
+    np.testing.assert_array_equal(same.prototypes_, model.prototypes_)
+    np.testing.assert_array_equal(same.transform(X_100), model.transform(X))
+    native = _model(encoder="resnet", sampling_rate=500, working_rate=None).fit(X, y)
+    assert native.sampling_rate_ == 500.0 and native.input_shape_ == (2, 2500)
+
+
+def test_other_rates_are_brought_to_the_model(at_500hz):
+    from sklearn_crocs.preprocessing import resample_signals
+
+    model, X, y = at_500hz
+    X_250 = resample_signals(X, 500, 250)
+    expected = model.predict(X)
+    assert (model.predict(X_250, sampling_rate=250) == expected).mean() >= 0.9
+    cosine = (model.transform(X_250, sampling_rate=250) * model.transform(X)).sum(axis=1)
+    assert cosine.min() > 0.95
+    proba = model.predict_proba(X_250, sampling_rate=250)
+    assert proba.shape == (len(X), len(model.prototypes_))
+    assert model.score(X_250, y, sampling_rate=250) == pytest.approx(model.score(X, y), abs=0.1)
+
+
+@pytest.mark.bad_input(
+    "Signals", "frames of another duration than in fit (rate known)", "ValueError"
+)
+def test_frames_of_another_duration_are_refused_naming_both_rates(at_500hz):
+    model, X, _ = at_500hz
+    with pytest.raises(
+        ValueError,
+        match=r"500 samples per lead, 1 s at 500 Hz.*frames of 5 s "
+        r"\(500 samples at 100 Hz\).*2500 samples at 500 Hz.*sampling_rate=100",
+    ):
+        model.predict(X[..., :500])  # 1 s at 500 Hz, as the issue found predicted silently
+    with pytest.raises(ValueError, match=r"5000 samples per lead, 10 s at 500 Hz"):
+        model.transform(np.concatenate([X, X], axis=-1))
+
+
+@pytest.mark.bad_input(
+    "Signals", "a sampling rate given to a model fitted without one", "ValueError"
+)
+def test_a_rate_for_a_model_without_one_is_refused(synthetic):
+    X, y, _ = synthetic
+    model = _model(max_epochs=1).fit(X, y)
+    assert model.sampling_rate_ is None
+    with pytest.raises(ValueError, match=r"sampling_rate=500 Hz.*fitted without a sampling rate"):
+        model.predict(X, sampling_rate=500)
+    with pytest.raises(
+        ValueError,
+        match=r"fitted on 1 lead\(s\) of 600 samples. It was fitted "
+        r"without sampling_rate",
+    ):
+        model.predict(X[..., :300])
+
+
+@pytest.mark.bad_input("Signals", "(n, samples, leads) layout (wfdb.rdsamp stacked)", "ValueError")
+def test_swapped_axes_are_refused_with_the_fix(at_500hz):
+    model, X, y = at_500hz
+    swapped = np.swapaxes(X, 1, 2)
+    for rate in (None, 500):
+        with pytest.raises(ValueError, match=r"2500 leads of 2 samples.*np.swapaxes\(X, 1, 2\)"):
+            _model(sampling_rate=rate).fit(swapped, y)
+    with pytest.raises(ValueError, match=r"np.swapaxes\(X, 1, 2\)"):
+        model.predict(swapped)
+
+
+@pytest.mark.bad_input(
+    "Signals", "frames shorter than a quarter second at the declared rate", "ValueError"
+)
+def test_frames_too_short_for_the_declared_rate_are_refused():
+    X, y = _sines(500, seconds=5)
+    with pytest.raises(ValueError, match=r"100 samples per lead, 0.2 s at the declared 500 Hz"):
+        _model(sampling_rate=500).fit(X[..., :100], y)
+
+
+@pytest.mark.bad_input("Signals", "other units than in fit (uV or ADC against mV)", "UserWarning")
+def test_signals_in_other_units_warn(at_500hz):
+    model, X, _ = at_500hz
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict(X)
+        model.predict(X * 3)  # a different gain is not another unit
+    with pytest.warns(UserWarning, match=r"1e\+03 times that of the training signals.*microvolts"):
+        model.predict(X * 1000)
+
+
+def test_conditioning_in_the_model_equals_conditioning_before_it():
+    from sklearn_crocs.preprocessing import SignalConditioner
+
+    X, y = _sines(500)
+    t = np.arange(X.shape[-1]) / 500
+    raw = 0.3 * X + 1.0 + 0.4 * np.sin(2 * np.pi * 0.2 * t) + 0.1 * np.sin(2 * np.pi * 50 * t)
+    raw = raw.astype(np.float32)
+    inside = _model(sampling_rate=500, conditioning=SignalConditioner(notch=50)).fit(raw, y)
+    prepared = SignalConditioner(500, target_rate=100, notch=50).fit_transform(raw)
+    outside = _model(sampling_rate=100).fit(prepared, y)
+    np.testing.assert_array_equal(inside.prototypes_, outside.prototypes_)
+    np.testing.assert_array_equal(inside.transform(raw), outside.transform(prepared))
+    assert inside.conditioning.sampling_rate is None  # fit left the parameter alone
+    # Conditioning z-scores each lead: the raw signals' gain no longer matters.
+    np.testing.assert_allclose(inside.transform(raw * 7), inside.transform(raw), atol=1e-4)
+
+
+@pytest.mark.bad_input(
+    "Parameters", "conditioning without a rate, or with other rates", "ValueError"
+)
+def test_conditioning_needs_the_rate_and_leaves_rates_to_the_model():
+    from sklearn_crocs.preprocessing import SignalConditioner
+
+    X, y = _sines(500)
+    with pytest.raises(ValueError, match=r"conditioning filters signals in Hz.*sampling_rate="):
+        _model(conditioning=SignalConditioner()).fit(X, y)
+    with pytest.raises(
+        ValueError,
+        match=r"conditioning has sampling_rate=250, but the model gives "
+        r"it signals at 500 Hz",
+    ):
+        _model(sampling_rate=500, conditioning=SignalConditioner(250)).fit(X, y)
+
+
+def test_a_lazy_x_that_needs_resampling_is_refused(tmp_path):
+    X, y = _sines(500)
+    path = tmp_path / "X.npy"
+    np.save(path, X)
+    lazy = np.load(path, mmap_mode="r")
+    with pytest.raises(ValueError, match=r"read lazily.*from 500 Hz to 100 Hz.*resample_signals"):
+        _model(sampling_rate=500).fit(lazy, y)
+    model = _model(sampling_rate=500, working_rate=None).fit(lazy, y)  # nothing to convert
+    assert model.signal_scale_ is None
+    np.testing.assert_array_equal(model.predict(lazy), model.predict(X))

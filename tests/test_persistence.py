@@ -202,7 +202,9 @@ def test_custom_encoder_class_must_be_passed(data, tmp_path):
     ).fit(X, y)  # fmt: skip
     path = tmp_path / "m.safetensors"
     model.save(path)
-    with pytest.raises(InvalidModelFileError, match=r"encoder class .*TinyEncoder; pass that class"):
+    with pytest.raises(
+        InvalidModelFileError, match=r"encoder class .*TinyEncoder; pass that class"
+    ):
         CROCSClusterer.load(path)
     with pytest.raises(InvalidModelFileError, match="pass that class"):
         CROCSClusterer.load(path, encoder=CNNEncoder)
@@ -363,7 +365,9 @@ def test_flipped_tensor_bytes(saved, offset):
 
 
 @pytest.mark.bad_input("Model file", "document bytes changed", "InvalidModelFileError")
-@pytest.mark.parametrize(("old", "new"), [(b'tau_s\\": 0.1', b'tau_s\\": 0.3'), (b'verbose\\": 0', b'verbose\\": 1')])
+@pytest.mark.parametrize(
+    ("old", "new"), [(b'tau_s\\": 0.1', b'tau_s\\": 0.3'), (b'verbose\\": 0', b'verbose\\": 1')]
+)
 def test_changed_document_bytes(saved, old, new):
     data = saved.read_bytes()
     assert data.count(old) == 1
@@ -372,7 +376,9 @@ def test_changed_document_bytes(saved, old, new):
         CROCSClusterer.load(saved)
 
 
-@pytest.mark.bad_input("Model file", "tensors that do not match the document", "InvalidModelFileError")
+@pytest.mark.bad_input(
+    "Model file", "tensors that do not match the document", "InvalidModelFileError"
+)
 @pytest.mark.parametrize(
     ("change", "match"),
     [
@@ -389,7 +395,9 @@ def test_tensors_not_matching_the_manifest(saved, change, match):
         CROCSClusterer.load(saved)
 
 
-@pytest.mark.bad_input("Model file", "document inconsistent with its tensors", "InvalidModelFileError")
+@pytest.mark.bad_input(
+    "Model file", "document inconsistent with its tensors", "InvalidModelFileError"
+)
 @pytest.mark.parametrize(
     "document",
     [
@@ -418,7 +426,8 @@ def test_document_not_matching_the_tensors(saved, document):
         meta[key] = value
     _rewrite(saved, document=meta)
     with pytest.raises(
-        InvalidModelFileError, match="do not describe a valid CROCSClusterer|no valid tensor manifest"
+        InvalidModelFileError,
+        match="do not describe a valid CROCSClusterer|no valid tensor manifest",
     ):
         CROCSClusterer.load(saved)
 
@@ -457,7 +466,9 @@ def test_save_refuses_unfitted_and_load_a_missing_file(tmp_path):
 _FUZZ_CASES = []
 
 
-@pytest.mark.bad_input("Model file (fuzz)", "random byte flips and truncations", "InvalidModelFileError")
+@pytest.mark.bad_input(
+    "Model file (fuzz)", "random byte flips and truncations", "InvalidModelFileError"
+)
 def test_fuzz_model_file(fitted_models, tmp_path, record_property):
     # Every changed byte is in the length prefix, the header (JSON with its
     # own SHA-256, or padding) or a tensor (with its SHA-256): none loads.
@@ -467,7 +478,9 @@ def test_fuzz_model_file(fitted_models, tmp_path, record_property):
 
     @settings(max_examples=200, deadline=timedelta(seconds=10), derandomize=True, database=None)
     @given(
-        flips=st.lists(st.tuples(st.integers(0, 2**31), st.integers(1, 255)), min_size=1, max_size=3),
+        flips=st.lists(
+            st.tuples(st.integers(0, 2**31), st.integers(1, 255)), min_size=1, max_size=3
+        ),
         cut=st.one_of(st.none(), st.integers(0, 2**31)),
     )
     def check(flips, cut):
@@ -485,3 +498,59 @@ def test_fuzz_model_file(fitted_models, tmp_path, record_property):
     _FUZZ_CASES.clear()
     check()
     record_property("bad_input_cases", len(_FUZZ_CASES))
+
+
+# ------------------------------------------------------------ sampling rates
+def test_a_saved_model_keeps_its_rate_and_conditioning(tmp_path):
+    from test_clusterer import _model, _sines
+
+    from sklearn_crocs.preprocessing import SignalConditioner, resample_signals
+
+    X, y = _sines(500)
+    model = _model(
+        encoder="resnet", sampling_rate=500, conditioning=SignalConditioner(notch=50)
+    ).fit(X, y)
+    path = tmp_path / "model.safetensors"
+    model.save(path)
+    loaded = CROCSClusterer.load(path)
+    assert loaded.sampling_rate_ == 100.0 and loaded.sampling_rate == 500
+    assert loaded.signal_scale_ == pytest.approx(model.signal_scale_)
+    assert loaded.conditioning.get_params() == SignalConditioner(notch=50).get_params()
+    np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
+    # Queried at another rate, the loaded model behaves as the saved one.
+    X_250 = resample_signals(X, 500, 250)
+    np.testing.assert_array_equal(
+        loaded.predict(X_250, sampling_rate=250), model.predict(X_250, sampling_rate=250)
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"1 s at 500 Hz, but CROCSClusterer was fitted on "
+        r"frames of 5 s \(500 samples at 100 Hz\)",
+    ):
+        loaded.predict(X[..., :500])
+
+
+@pytest.mark.bad_input(
+    "Model file", "a negative or non-numeric sampling rate", "InvalidModelFileError"
+)
+def test_a_file_with_a_bad_rate_is_refused(tmp_path):
+    from test_clusterer import _model, _sines
+
+    X, y = _sines(500)
+    model = _model(encoder="resnet", max_epochs=1, sampling_rate=500).fit(X, y)
+    path = tmp_path / "model.safetensors"
+    model.save(path)
+    with safe_open(path, framework="pt") as fh:
+        metadata = fh.metadata()
+        tensors = {name: fh.get_tensor(name) for name in fh.keys()}
+    document = json.loads(metadata["sklearn_crocs"])
+    for bad in (-100, "100", float("nan")):
+        document["sampling_rate"] = bad
+        text = json.dumps(document)
+        metadata = {
+            "sklearn_crocs": text,
+            "sklearn_crocs_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        }
+        save_file(tensors, path, metadata=metadata)
+        with pytest.raises(InvalidModelFileError, match=r"sampling_rate is .*not a finite"):
+            CROCSClusterer.load(path)

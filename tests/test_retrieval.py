@@ -467,3 +467,27 @@ def test_partial_queries_with_mean_prototypes_use_those_that_exist(synthetic, da
     )
     with pytest.raises(ValueError, match=r"\('SR', 'F', None\) of .*None: any value"):
         retriever.kneighbors({"rhythm": "SR", "sex": "F"})
+
+
+# ------------------------------------------------------------ sampling rates
+def test_retriever_indexes_and_queries_signals_of_another_rate():
+    from test_clusterer import _model, _sines
+
+    from sklearn_crocs.preprocessing import resample_signals
+
+    X, y = _sines(500)
+    model = _model(encoder="resnet", sampling_rate=500).fit(X, y)
+    X_250 = resample_signals(X, 500, 250)
+    at_500 = PrototypeRetriever(FrozenEstimator(model), n_neighbors=5).fit(X)
+    at_250 = PrototypeRetriever(FrozenEstimator(model), n_neighbors=5).fit(X_250, sampling_rate=250)
+    np.testing.assert_allclose(at_250.embeddings_, at_500.embeddings_, atol=0.05)
+    distances, _ = at_250.kneighbors(X_250[:3], sampling_rate=250)
+    assert distances[:, 0].max() < 1e-3  # each query finds itself (or its twin)
+    with pytest.raises(ValueError, match=r"1250 samples per lead, 2.5 s at 500 Hz"):
+        at_250.kneighbors(X_250[:3])  # undeclared: taken at the model's 500 Hz
+    with pytest.raises(ValueError, match=r"1 s at 500 Hz.*frames of 5 s"):
+        at_500.kneighbors(X[:2, :, :500])
+    with pytest.raises(
+        ValueError, match=r"with y, X trains a clone.*CROCSClusterer\(sampling_rate"
+    ):
+        PrototypeRetriever(model).fit(X, y, sampling_rate=500)

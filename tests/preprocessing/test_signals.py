@@ -220,3 +220,96 @@ def test_paper_chapman_preprocessing_chain_on_ludb():
 @parametrize_with_checks([FrameNormalizer(), FrameNormalizer(method="minmax")])
 def test_frame_normalizer_passes_sklearn_checks(estimator, check):
     check(estimator)
+
+
+# ---------------------------------------------------------------- conditioning
+def _raw_like(rate=500, seconds=10, seed=0):
+    """A clean 12-lead 'ECG' and the same with DC offset, baseline wander, mains and gain."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(seconds * rate) / rate
+    # Whole numbers of cycles in the record: no energy below the band-pass edge.
+    freqs = rng.integers(10, 16, size=12) / seconds
+    clean = np.stack([np.sin(2 * np.pi * f * t) + 0.5 * np.sin(2 * np.pi * 3 * f * t)
+                      for f in freqs])[None]  # fmt: skip
+    wander = 0.4 * np.sin(2 * np.pi * 0.15 * t + 1.0)
+    raw = 0.3 * clean + 1.2 + wander + 0.15 * np.sin(2 * np.pi * 50 * t)
+    return clean, raw
+
+
+def test_signal_conditioner_removes_offset_wander_and_mains():
+    from sklearn_crocs.preprocessing import SignalConditioner
+
+    clean, raw = _raw_like()
+    out = SignalConditioner(500, target_rate=100, notch=50).fit_transform(raw)
+    assert out.shape == (1, 12, 1000) and out.dtype == np.float32
+    expected = normalize_frames(resample_signals(clean, 500, 100))
+    inner = slice(100, -200)  # away from the edges, where the filters settle
+    # Close to the clean signal sample by sample: nothing left of the offset,
+    # wander and mains, and no phase shift (the filters run both ways).
+    assert np.abs(out[..., inner] - expected[..., inner]).max() < 0.15
+    # Without it, the offset and wander dominate the z-scored signal.
+    plain = normalize_frames(resample_signals(raw, 500, 100))
+    assert np.abs(plain[..., inner] - expected[..., inner]).max() > 0.5
+
+
+def test_signal_conditioner_options():
+    from sklearn_crocs.preprocessing import SignalConditioner
+
+    clean, raw = _raw_like()
+    same_rate = SignalConditioner(500).fit_transform(raw[0])  # 2-D: (n_ecgs, n_samples)
+    assert same_rate.shape == (12, 5000)
+    mv = SignalConditioner(500, bandpass=(0.5, None), normalize=None).fit_transform(raw)
+    assert (
+        abs(float(np.median(mv.std(axis=-1))) - 0.3 * float(np.median(clean.std(axis=-1)))) < 0.05
+    )
+    unfiltered = SignalConditioner(500, bandpass=None, normalize=None).fit_transform(raw)
+    np.testing.assert_allclose(unfiltered, raw.astype(np.float32))
+    # Edges above Nyquist: the band-pass becomes a high-pass.
+    SignalConditioner(60, bandpass=(0.5, 40.0)).fit_transform(raw[..., ::25])
+    pipe = make_pipeline(SignalConditioner(500, target_rate=250))
+    assert clone(pipe).fit_transform(raw).shape == (1, 12, 2500)
+
+
+@pytest.mark.bad_input(
+    "Signals", "SignalConditioner without a rate or with a bad band", "ValueError"
+)
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({}, r"needs the rate of the signals: pass sampling_rate"),
+        ({"sampling_rate": 500, "bandpass": (40, 0.5)}, r"0 < low < high"),
+        ({"sampling_rate": 500, "bandpass": (0.5,)}, r"0 < low < high"),
+        ({"sampling_rate": 50, "bandpass": (30, None)}, r"lower edge 30 Hz is not below half"),
+        ({"sampling_rate": 500, "notch": 55}, r"notch"),
+    ],
+)
+def test_signal_conditioner_bad_settings(params, match):
+    from sklearn_crocs.preprocessing import SignalConditioner
+
+    _, raw = _raw_like()
+    with pytest.raises(ValueError, match=match):
+        SignalConditioner(**params).fit(raw)
+
+
+@pytest.mark.bad_input("Signals", "microvolts or ADC units where mV are expected", "UserWarning")
+def test_signal_conditioner_flags_microvolts():
+    import warnings
+
+    from sklearn_crocs.preprocessing import SignalConditioner
+
+    _, raw = _raw_like()
+    conditioner = SignalConditioner(500, normalize=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        conditioner.fit_transform(raw)
+    with pytest.warns(UserWarning, match=r"microvolts or ADC units.*Divide it by the gain"):
+        conditioner.fit_transform(raw * 1000)
+
+
+@pytest.mark.bad_input("Signals", "(n, samples, leads) layout to SignalConditioner", "ValueError")
+def test_signal_conditioner_refuses_swapped_axes():
+    from sklearn_crocs.preprocessing import SignalConditioner
+
+    _, raw = _raw_like()
+    with pytest.raises(ValueError, match=r"np.swapaxes\(X, 1, 2\)"):
+        SignalConditioner(500).fit_transform(np.swapaxes(raw, 1, 2))
