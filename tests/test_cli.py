@@ -633,3 +633,36 @@ def test_a_record_too_short_to_condition_is_skipped(edf_folder, model_100hz, tmp
     strict = ["predict", folder, "--model", model_100hz, "--out", tmp_path / "s.csv", "--strict"]
     status, _, err = run(*strict)
     assert status == 1 and "short.edf: " in error_line(err)
+
+
+@pytest.mark.parametrize("name", ["cinc2021", "ludb-subset"])
+def test_the_cli_and_the_python_path_predict_the_same(cinc, shared_data, tmp_path, name):
+    """The shared WFDB records through ``sklearn-crocs predict`` and through the Python API."""
+    from sklearn_crocs import CROCSClusterer
+    from sklearn_crocs.datasets import load_wfdb
+    from sklearn_crocs.preprocessing import SignalConditioner, make_frames
+
+    _, model_dir, _ = cinc
+    folder = shared_data / name
+    out_csv = tmp_path / "p.csv"
+    status, _, err = run("predict", folder, "--model", model_dir, "--out", out_csv, "--quiet")
+    assert status == 0, err
+    cli = pd.read_csv(out_csv, dtype=str).set_index("record")
+
+    # The documented Python path: records in mV at their own rate, conditioned
+    # whole to the model's rate, 5-s frames, the mean probability per record.
+    model = CROCSClusterer.load(model_dir / "model.safetensors")
+    data = load_wfdb(folder, leads=json.loads((model_dir / "settings.json").read_text())[
+        "lead_names"], signal_length="variable")  # fmt: skip
+    conditioner = SignalConditioner(data.fs, target_rate=model.sampling_rate_)
+    records = [conditioner.fit_transform(x[np.newaxis])[0] for x in data.data]
+    frame_length = model.input_shape_[1]
+    kept = [i for i, x in enumerate(records) if x.shape[-1] >= frame_length]
+    frames, _, record = make_frames([records[i] for i in kept], frame_length,
+                                    groups=np.arange(len(kept)))  # fmt: skip
+    proba = model.predict_proba(frames)
+    mean = np.stack([proba[record == r].mean(axis=0) for r in range(len(kept))])
+    python = pd.DataFrame(model.prototype_attributes_[mean.argmax(axis=1)].astype(str),
+                          index=data.record_names[kept], columns=model.attribute_names_)  # fmt: skip
+    assert sorted(cli.index) == sorted(python.index) and len(cli) >= 10
+    pd.testing.assert_frame_equal(cli.loc[python.index, python.columns], python, check_names=False)
