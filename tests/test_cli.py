@@ -464,8 +464,9 @@ def test_predict_at_another_rate_than_the_model(ludb_arrays, model_100hz, tmp_pa
     assert a["record"].tolist() == b["record"].tolist()
     # Conditioning the 500 Hz records and their 100 Hz copies (resampled without
     # filtering) agrees within 0.015 SD inside the records but not at their ends
-    # (0.2-0.3 SD in the first and last half second: the band-pass's edge
-    # padding is set in samples, and LUDB's last samples are noisy). Measured:
+    # (0.2-0.3 SD in the first and last half second, where filtering and
+    # resampling settle differently at the two rates, and LUDB's last samples
+    # are noisy). Measured:
     # 92-95 % of the records get the same rhythm and sex (the others are near
     # ties), with a median difference of 0.013 in the predicted rhythm's probability.
     assert (a["rhythm"] == b["rhythm"]).mean() >= 0.85
