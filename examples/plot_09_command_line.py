@@ -3,9 +3,10 @@
 CROCS on a folder of records, from a shell
 ===========================================
 
-People who hold ECG archives usually have a folder of WFDB records, not a
-Python session. The ``sklearn-crocs`` command trains a model on such a
-folder (``fit``), writes the predicted attributes of the records of another
+People who hold ECG archives usually have a folder of WFDB or EDF records,
+not a Python session. The ``sklearn-crocs`` command trains a model on such a
+folder (``fit``; also on an EDF file, a ``.npy``/``.npz`` array or the
+bundled data), writes the predicted attributes of the records of another
 folder (``predict``) and finds the records that best match attribute values
 (``search``); see :ref:`command_line`.
 
@@ -89,12 +90,13 @@ def sklearn_crocs(command):
 # %%
 # Train
 # -----
-# Rhythm (the class), sex and age quartiles from the header comments; each
-# record resampled to 100 Hz and cut into two 5-s frames. ``--quiet`` leaves
-# out the progress bars and the per-epoch lines.
+# Rhythm (the class), sex and age quartiles from the header comments. By
+# default each 500 Hz record is band-passed (0.5-40 Hz), resampled to the
+# estimator's working rate (100 Hz), z-scored per lead and cut into two 5-s
+# frames; ``predict`` and ``search`` prepare new records, of any rate, the
+# same way. ``--quiet`` leaves out the progress bars and the per-epoch lines.
 sklearn_crocs(
-    "fit labelled --attributes rhythm,sex,age --model model --fs 100 "
-    "--frame-length 500 --max-epochs 20 --quiet"
+    "fit labelled --attributes rhythm,sex,age --model model --max-epochs 20 --quiet"
 )
 
 # %%

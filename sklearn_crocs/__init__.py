@@ -4,10 +4,28 @@ scikit-learn compatible implementation of CROCS (Kiyasseh, Zhu & Clifton,
 NeurIPS 2021).
 """
 
-from ._clusterer import CROCSClusterer
-from ._persistence import InvalidModelFileError
-from ._retrieval import PrototypeRetriever
+import importlib
 
 __version__ = "0.1.0.dev0"
 
+# The estimators import torch, which takes seconds; they are imported on first
+# access (PEP 562) so that ``sklearn-crocs --help`` and light submodules stay fast.
+_LAZY = {
+    "CROCSClusterer": "._clusterer",
+    "InvalidModelFileError": "._persistence",
+    "PrototypeRetriever": "._retrieval",
+}
+
 __all__ = ["CROCSClusterer", "InvalidModelFileError", "PrototypeRetriever", "__version__"]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # later accesses skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -22,12 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from . import __version__
-from ._clusterer import CROCSClusterer
-from .datasets import load_ludb_instances, load_ptbxl_sample_frames
-from .metrics import evaluate_prototypes
 
 # LUDB's setting: the paper's Chapman protocol, with early stopping on 20 %
 # of all patients (a quarter of the training ones).
@@ -58,8 +53,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m sklearn_crocs",
         description="Train CROCS on bundled real ECGs and evaluate it on held-out patients.",
-        epilog="For a folder of your own WFDB records: sklearn-crocs fit, predict and "
-        "search (see sklearn-crocs fit --help).",
+        epilog="For your own records (WFDB or EDF/EDF+ files, .npy/.npz arrays): "
+        "sklearn-crocs fit, predict and search (see sklearn-crocs fit --help).",
     )
     parser.add_argument("--version", action="version", version=f"sklearn-crocs {__version__}")
     parser.add_argument(
@@ -83,6 +78,13 @@ def main(argv=None):
     )
     parser.add_argument("--quiet", action="store_true", help="no per-epoch progress")
     args = parser.parse_args(argv)
+
+    # Imported here, not at the top: torch takes seconds to import and --help needs none of it.
+    import numpy as np
+
+    from ._clusterer import CROCSClusterer
+    from .datasets import load_ludb_instances, load_ptbxl_sample_frames
+    from .metrics import evaluate_prototypes
 
     start = time.perf_counter()
     if args.dataset == "ptbxl":

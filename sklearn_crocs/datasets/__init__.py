@@ -1,6 +1,7 @@
 """Datasets: the bundled LUDB records and PTB-XL sample, loaders, fetchers and splits.
 
-Loaders return a :class:`sklearn.utils.Bunch` with float32 signals of shape
+Loaders (WFDB; EDF/EDF+ with the ``edf`` extra) return a
+:class:`sklearn.utils.Bunch` with float32 signals of shape
 (n_records, n_leads, n_samples) in mV, a DataFrame of patient attributes,
 patient ids (``groups``) and a description. The splits keep every patient's
 records on one side. The preprocessing of the paper (frames, resampling,
@@ -12,6 +13,7 @@ import warnings
 
 from ._base import InvalidRecordError, clear_data_home, get_data_home
 from ._chapman import fetch_chapman, load_chapman
+from ._edf import load_edf
 from ._ludb import load_ludb, load_ludb_instances
 from ._ptbxl import fetch_ptbxl, load_ptbxl
 from ._ptbxl_sample import load_ptbxl_sample, load_ptbxl_sample_frames
@@ -25,6 +27,7 @@ __all__ = [
     "fetch_ptbxl",
     "get_data_home",
     "load_chapman",
+    "load_edf",
     "load_ludb",
     "load_ludb_instances",
     "load_ptbxl",

@@ -32,6 +32,9 @@ STANDARD_LEADS = (
 
 _LEAD_BY_LOWER = {name.lower(): name for name in STANDARD_LEADS}
 
+#: Physical units accepted in record headers (WFDB, EDF) and the factor that converts them to mV.
+UNIT_SCALE = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}
+
 _ON_ERROR_OPTIONS = ("raise", "skip")
 
 

@@ -241,7 +241,8 @@ class _Conformer:
     first usable record, and every later record must match it.
     """
 
-    def __init__(self, leads, fs, target_fs, signal_length):
+    def __init__(self, leads, fs, target_fs, signal_length, condition=None):
+        self.condition = condition
         self.requested_leads = leads
         self.leads = leads
         self.expected_fs = fs
@@ -320,7 +321,14 @@ class _Conformer:
                 f"samples are NaN or infinite (WFDB marks missing samples this "
                 f"way). Repair the record or pass on_error='skip'."
             )
-        if self.target_fs is not None and rate != self.target_fs:
+        if self.condition is not None:
+            try:
+                signal = self.condition(signal, rate)
+            except InvalidRecordError:
+                raise
+            except ValueError as exc:  # e.g. a record too short to filter: this record's problem
+                raise InvalidRecordError(f"{raw.source}: {exc}") from exc
+        elif self.target_fs is not None and rate != self.target_fs:
             signal = resample_signals(signal, rate, self.target_fs)
         signal = self._apply_length(signal, raw.source)
         # The first usable record fixes the reference for the others.
@@ -345,6 +353,7 @@ def collect_signals(
     cache=None,
     verbose=0,
     caller="load",
+    condition=None,
 ):
     """Read, conform and stack the records ``read(0) ... read(n - 1)``.
 
@@ -370,12 +379,20 @@ def collect_signals(
         Show a progress bar of the records read (on stderr) when > 0.
     caller : str
         Name used in progress messages.
+    condition : callable or None
+        ``condition(signal, rate) -> signal at target_fs``, applied to every
+        record (its leads selected, at its own rate) instead of plain
+        resampling, e.g. filtering before resampling. Needs ``target_fs``.
 
     Returns
     -------
     SignalSet
     """
     n = len(names)
+    if condition is not None and (target_fs is None or cache is not None):
+        # Without target_fs the records' rates would have to match before
+        # conditioning; a cache could not tell one condition from another.
+        raise ValueError("condition needs target_fs and no cache.")
     if cache is not None:
         if signal_length == "variable":
             raise ValueError(
@@ -395,7 +412,7 @@ def collect_signals(
                 )
             return signal_set
 
-    conform = _Conformer(leads, fs, target_fs, signal_length)
+    conform = _Conformer(leads, fs, target_fs, signal_length, condition)
     if cache is not None:
         sink = _MemmapSink(n, cache)
     else:

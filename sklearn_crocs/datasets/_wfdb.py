@@ -38,6 +38,7 @@ from wfdb.io._signal import _required_byte_num
 from wfdb.io.header import HeaderSyntaxError, parse_header_content, rx_signal
 
 from ._base import (
+    UNIT_SCALE,
     ExclusionLog,
     InvalidRecordError,
     canonical_lead_name,
@@ -54,9 +55,6 @@ from ._records import (
     collect_signals,
     file_stats,
 )
-
-#: Physical units accepted in headers and the factor that converts them to mV.
-_UNIT_SCALE = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}
 
 
 def _record_base(path):
@@ -348,11 +346,11 @@ def read_wfdb_record(path, *, repair_headers=True, verify_checksums=True, wfdb_d
     scale = []
     for unit in record.units:
         key = str(unit).strip().lower()
-        if key not in _UNIT_SCALE:
+        if key not in UNIT_SCALE:
             raise InvalidRecordError(
                 f"{header_path}: unsupported physical unit {unit!r}; expected mV, uV or V."
             )
-        scale.append(_UNIT_SCALE[key])
+        scale.append(UNIT_SCALE[key])
     signal = record.p_signal.T * np.asarray(scale)[:, np.newaxis]
     fs = float(record.fs)
     return RawRecord(
@@ -480,6 +478,12 @@ def read_wfdb_signals(
         verbose=verbose,
         caller=caller,
     )
+    warn_repaired(names, signal_set)
+    return signal_set
+
+
+def warn_repaired(names, signal_set):
+    """Warn once about the records of ``signal_set`` whose header was repaired."""
     repaired = [
         names[i] for i, info in zip(signal_set.kept, signal_set.infos) if info.get("repaired")
     ]
@@ -492,7 +496,6 @@ def read_wfdb_signals(
             f"files were not modified. Pass repair_headers=False to treat such "
             f"headers as errors."
         )
-    return signal_set
 
 
 def _attribute_extractor(attributes):
