@@ -44,10 +44,10 @@ from ._records import (
     file_stats,
 )
 from ._wfdb import (
-    _regular_file_size,
     find_wfdb_records,
     read_header_comments,
     read_wfdb_signals,
+    regular_file_size,
 )
 
 CHAPMAN_URL = "https://physionet.org/files/ecg-arrhythmia/1.0.0/"
@@ -166,7 +166,7 @@ def _read_xlsx(path):
             f"Reading {path.name} needs the openpyxl package: pip install "
             f"openpyxl (or pip install 'sklearn-crocs[xlsx]')."
         ) from None
-    _regular_file_size(path, path, "spreadsheet")
+    regular_file_size(path, path, "spreadsheet")
     try:
         table = pd.read_excel(path, sheet_name=0, engine="openpyxl")
     except Exception as exc:
@@ -189,7 +189,7 @@ def _read_chapman_csv(path, scale):
     """One ``ECGData`` CSV (rows = samples, columns = leads) as a RawRecord."""
     if not path.exists():
         raise InvalidRecordError(f"{path}: ECG file not found. Restore it or pass on_error='skip'.")
-    _regular_file_size(path, path, "ECG file")  # never a device or pipe: unbounded
+    regular_file_size(path, path, "ECG file")  # never a device or pipe: unbounded
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             first = fh.readline().strip().split(",")

@@ -26,7 +26,7 @@ from ._base import (
     load_descr,
 )
 from ._download import check_fetch_args, checksum_list, ensure_files
-from ._wfdb import _regular_file_size, read_wfdb_signals
+from ._wfdb import read_wfdb_signals, regular_file_size
 
 PTBXL_URL = "https://physionet.org/files/ptb-xl/1.0.3/"
 PTBXL_FOLDER = "ptb-xl-1.0.3"
@@ -57,7 +57,7 @@ def _read_csv(path, what, **kwargs):
             f"{what}). Download PTB-XL from https://physionet.org/content/ptb-xl/ "
             f"or call fetch_ptbxl()."
         )
-    _regular_file_size(path, path, what)  # never a device or pipe: unbounded
+    regular_file_size(path, path, what)  # never a device or pipe: unbounded
     try:
         return pd.read_csv(path, **kwargs)
     except (ValueError, pd.errors.ParserError) as exc:

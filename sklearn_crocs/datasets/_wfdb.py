@@ -181,7 +181,7 @@ def _check_header_values(text, header_path, wfdb_defaults):
 _MAX_HEADER_BYTES = 1 << 20
 
 
-def _regular_file_size(path, header_path, what):
+def regular_file_size(path, header_path, what):
     """Size of ``path``, refused unless it is a regular file (links followed).
 
     A device (``/dev/zero``), pipe or folder has no size that bounds what
@@ -205,7 +205,7 @@ def _regular_file_size(path, header_path, what):
 def _check_header_file(path, header_path=None):
     """Refuse a header that is not a regular file, or too large to be one."""
     header_path = path if header_path is None else header_path
-    size = _regular_file_size(path, header_path, "header")
+    size = regular_file_size(path, header_path, "header")
     if size is not None and size > _MAX_HEADER_BYTES:
         raise InvalidRecordError(
             f"{header_path}: the header has {size} bytes; WFDB headers hold a few kB "
@@ -216,7 +216,7 @@ def _check_header_file(path, header_path=None):
 def _check_file_sizes(header, folder, header_path):
     """Refuse signal files shorter than the header announces, before wfdb reads them."""
     for file_name in dict.fromkeys(header.file_name or []):
-        _regular_file_size(folder / file_name, header_path, "signal file")
+        regular_file_size(folder / file_name, header_path, "signal file")
     if header.sig_len is None:
         return  # wfdb infers the length from the file
     per_file = {}
@@ -233,7 +233,7 @@ def _check_file_sizes(header, folder, header_path):
         except Exception:  # an unknown format: wfdb's own error follows
             continue
         path = folder / file_name
-        size = _regular_file_size(path, header_path, "signal file")
+        size = regular_file_size(path, header_path, "signal file")
         if size is not None and size < needed:
             raise InvalidRecordError(
                 f"{header_path}: signal file {path} has {size} bytes, but the header "
