@@ -3,7 +3,9 @@
 import contextlib
 import os
 import re
+import socket
 import uuid
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -66,9 +68,14 @@ def _device_problem(device):
     return None
 
 
+# This machine, in the names of temporary files: process ids are only
+# meaningful on the machine that gave them.
+_HOST = format(zlib.crc32(socket.gethostname().encode("utf-8", "replace")), "08x")
+
+
 def _process_alive(pid):
     """Whether process ``pid`` may still be running (unknown counts as running)."""
-    if pid == os.getpid():
+    if pid == os.getpid() or os.name == "nt":  # Windows' os.kill(pid, 0) terminates pid
         return True
     try:
         os.kill(pid, 0)
@@ -84,9 +91,10 @@ def _remove_stale_temporaries(path):
 
     They are copies of what was being written (a model, embeddings), so they
     are not left to accumulate; only regular files of the exact pattern, named
-    after a process that no longer runs, are removed.
+    after a process of this machine that no longer runs, are removed (a
+    folder shared between machines may hold another machine's live ones).
     """
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)-[0-9a-f]{{32}}\.tmp")
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.{_HOST}-(\d+)-[0-9a-f]{{32}}\.tmp")
     try:
         entries = list(os.scandir(path.parent))
     except OSError:
@@ -106,16 +114,16 @@ def _atomic_path(path):
 
     The temporary file lives in the same folder so that the final
     :func:`os.replace` is atomic. On error the temporary file is removed and
-    ``path`` is left as it was. Its name holds the writer's process id, so
-    that temporaries left by a killed writer are recognised as stale and
-    removed by the next write to ``path``.
+    ``path`` is left as it was. Its name holds the writer's machine and
+    process id, so that temporaries left by a killed writer are recognised as
+    stale and removed by the next write to ``path``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
     # A unique name (not mkstemp, whose 0600 mode would survive the rename):
     # the caller creates the file, so it gets the usual umask-based mode.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex}.tmp")
+    tmp = path.with_name(f".{path.name}.{_HOST}-{os.getpid()}-{uuid.uuid4().hex}.tmp")
     try:
         yield tmp
         os.replace(tmp, path)

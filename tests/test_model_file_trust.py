@@ -410,3 +410,24 @@ def test_killed_save_leaves_no_copy_behind(model, tmp_path):
     CROCSClusterer.load(path)
     model.save(path)
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_only_this_machines_dead_writers_temporaries_are_removed(tmp_path):
+    from sklearn_crocs._utils import _HOST, _atomic_path
+
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # its pid names no running process (unless reused at once)
+    path = tmp_path / "model.safetensors"
+    hexes = iter(f"{i:032x}" for i in range(10))
+    stale = tmp_path / f".{path.name}.{_HOST}-{finished.pid}-{next(hexes)}.tmp"
+    kept = [
+        tmp_path / f".{path.name}.{_HOST}-{os.getpid()}-{next(hexes)}.tmp",  # a live writer
+        tmp_path / f".{path.name}.{'0' * 8 if _HOST != '0' * 8 else '1' * 8}-{finished.pid}-"
+        f"{next(hexes)}.tmp",  # another machine's, on a shared folder
+        tmp_path / f".other.safetensors.{_HOST}-{finished.pid}-{next(hexes)}.tmp",  # another path
+    ]
+    for temporary in [stale, *kept]:
+        temporary.write_bytes(b"partial copy")
+    with _atomic_path(path) as tmp:
+        tmp.write_bytes(b"model")
+    assert sorted(tmp_path.iterdir()) == sorted([path, *kept])
