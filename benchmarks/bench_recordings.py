@@ -129,9 +129,10 @@ def run_split(seed, clean, raw, sample, params, working_rates):
         )
     )
 
-    def frames(records, rate, rows):
+    def frames(signals, rate, rows):
+        """5-s frames of ``signals``, the records ``rows`` of the sample (in that order)."""
         X, y, groups = make_frames(
-            records[rows],
+            signals,
             FRAME_SECONDS * rate,
             attributes=attributes.iloc[rows].reset_index(drop=True),
             groups=sample.groups[rows],
@@ -140,20 +141,17 @@ def run_split(seed, clean, raw, sample, params, working_rates):
 
     def fit_and_score(name, records, rate, model_params, prepare=None):
         """Fit on the training records (prepared in the timed part) and score the test ones."""
+        prepare = prepare or (lambda signals: signals)
         start = time.perf_counter()
-        train_records = records if prepare is None else prepare(records[train])
-        rows = train if prepare is None else np.arange(len(train))
-        X_train, y_train, groups = frames(train_records, rate, rows)
+        X_train, y_train, groups = frames(prepare(records[train]), rate, train)
         model = CROCSClusterer(**params, **model_params, random_state=seed)
         model.fit(X_train, y_train, groups=groups)
         seconds = time.perf_counter() - start
-        test_records = records if prepare is None else prepare(records[test])
-        X_test, y_test, _ = frames(
-            test_records, rate, test if prepare is None else np.arange(len(test))
-        )
+        X_test, y_test, _ = frames(prepare(records[test]), rate, test)
         row = scores(model, X_test, y_test)
         row["fit s"] = seconds
-        print(f"  split {seed}: {name}: {row['fit s']:.1f} s", flush=True)
+        print(f"  split {seed}: {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in row.items()),
+              flush=True)  # fmt: skip
         return name, row
 
     def z_scored_100(records):
