@@ -207,7 +207,9 @@ def main(argv=None):
         flush=True,
     )
     # One untimed fit first: the first fit of a process pays torch's start-up.
-    CROCSClusterer(max_epochs=1, random_state=0).fit(clean[:64, :, :500], sample.attributes[:64])
+    CROCSClusterer(max_epochs=1, random_state=0).fit(
+        clean[:64, :, :500], sample.attributes["class"][:64]
+    )
     start = time.perf_counter()
     tables = [run_split(s, clean, raw, sample, params, args.working_rates) for s in seeds]
     stacked = pd.concat(tables, keys=seeds)
