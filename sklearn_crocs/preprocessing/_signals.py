@@ -457,6 +457,11 @@ _MAX_PLAUSIBLE_MV = 50.0
 
 def _condition(X, fs, target_fs, bandpass, notch, normalize):
     """Filter, resample and normalise float64 signals, time on the last axis."""
+    # Down to a lower rate, resample first: the polyphase filter removes what
+    # lies above the new Nyquist frequency, and the band-pass then runs on
+    # fewer samples (5x fewer from 500 to 100 Hz), with the same result in band.
+    if target_fs is not None and target_fs < fs:
+        X, fs, target_fs = resample_signals(X, fs, target_fs), target_fs, None
     n = X.shape[-1]
     sections = []
     if bandpass is not None:
@@ -490,12 +495,18 @@ class SignalConditioner(TransformerMixin, BaseEstimator):
     release band-passed 0.5-40 Hz and z-scored per lead. In order, for each
     ECG and lead on its own:
 
-    1. a zero-phase Butterworth band-pass (forward and backward, order
+    1. polyphase resampling to ``target_rate``
+       (:func:`~sklearn_crocs.preprocessing.resample_signals`), before the
+       filters when it lowers the rate (its anti-aliasing filter removes
+       what lies above the new Nyquist frequency, and the filters then run
+       on fewer samples), after them when it raises it;
+    2. a zero-phase Butterworth band-pass (forward and backward, order
        3 per edge; :func:`scipy.signal.sosfiltfilt`), whose lower edge removes
        DC offsets and baseline wander;
-    2. optionally a zero-phase notch at the mains frequency (Q = 30);
-    3. polyphase resampling to ``target_rate``
-       (:func:`~sklearn_crocs.preprocessing.resample_signals`);
+    3. optionally a zero-phase notch at the mains frequency (Q = 30), when
+       that is below the Nyquist frequency (at 100 Hz, 50 Hz is the Nyquist
+       frequency, where the band-pass's upper edge has a zero; 60 Hz is
+       removed by the resampling);
     4. z-score (or min-max) scaling per lead.
 
     It learns nothing (``fit`` only validates), so it is the same in training
@@ -518,7 +529,8 @@ class SignalConditioner(TransformerMixin, BaseEstimator):
         above half the sampling rate, is a high-pass. ``None``: no filter.
     notch : {50, 60} or None, default=None
         Mains frequency to remove. ``None``: no notch (a 40 Hz upper edge
-        already attenuates 50 and 60 Hz by 20-40 dB).
+        attenuates 50 Hz by about 14 dB and 60 Hz by 22 dB at 500 Hz, and
+        resampling to 100 Hz removes both).
     normalize : {"zscore", "minmax"} or None, default="zscore"
         Per-lead scaling after filtering; ``None`` keeps mV.
 
