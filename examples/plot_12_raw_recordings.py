@@ -24,13 +24,18 @@ import numpy as np
 
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.datasets import load_ptbxl_sample
-from sklearn_crocs.preprocessing import SignalConditioner, make_frames, resample_signals
+from sklearn_crocs.preprocessing import (
+    SignalConditioner,
+    make_frames,
+    resample_signals,
+)
 
 sample = load_ptbxl_sample()
 rng = np.random.default_rng(0)
 records = resample_signals(sample.data, 100, 500)  # (500, 12, 5000)
 t = np.arange(records.shape[-1]) / 500
-wander = 0.4 * np.sin(2 * np.pi * 0.2 * t + rng.uniform(0, 6, size=(len(records), 12, 1)))
+phase = rng.uniform(0, 6, size=(len(records), 12, 1))
+wander = 0.4 * np.sin(2 * np.pi * 0.2 * t + phase)
 raw = 0.3 * records + rng.uniform(-1, 1, size=(len(records), 12, 1)) + wander
 raw += 0.15 * np.sin(2 * np.pi * 50 * t)
 raw = raw.astype(np.float32)
@@ -73,7 +78,8 @@ print(f"model rate {model.sampling_rate_:g} Hz, frames of "
 # The same held-out frames at 250 Hz, declared as such, get the same answers.
 test = frames[~train]
 at_250 = resample_signals(test, 100, 250)
-same = (model.predict(at_250, sampling_rate=250) == model.predict(test)).all(axis=1).mean()
+answers = model.predict(at_250, sampling_rate=250) == model.predict(test)
+same = answers.all(axis=1).mean()
 print(f"same prediction at 100 and 250 Hz: {same:.1%} of {len(test)} frames")
 
 # %%

@@ -550,7 +550,8 @@ class SignalConditioner(TransformerMixin, BaseEstimator):
     >>> from sklearn_crocs.preprocessing import SignalConditioner
     >>> t = np.arange(5000) / 500                        # 10 s at 500 Hz
     >>> ecg = np.sin(2 * np.pi * 1.2 * t)                # a 1.2 Hz "heart beat"
-    >>> raw = ecg + 0.4 * np.sin(2 * np.pi * 0.1 * t) + 0.8 + 0.2 * np.sin(2 * np.pi * 50 * t)
+    >>> wander, mains = 0.4 * np.sin(2 * np.pi * 0.1 * t), 0.2 * np.sin(2 * np.pi * 50 * t)
+    >>> raw = ecg + wander + 0.8 + mains
     >>> conditioner = SignalConditioner(sampling_rate=500, target_rate=100, notch=50)
     >>> out = conditioner.fit_transform(raw[None, None])
     >>> out.shape, out.dtype
