@@ -34,7 +34,7 @@ def two_kinds(n, seed):
 
 
 def buried(n, seed):
-    """The sines of :func:`two_kinds` under white noise of 1.5 times their amplitude.
+    """The sines of :func:`two_kinds` under white noise of 1.75 times their amplitude.
 
     The kinds differ only at low frequencies, and the noise swamps them in the
     embeddings of an untrained encoder, whose random filters respond mostly to
@@ -46,7 +46,7 @@ def buried(n, seed):
     rng = np.random.RandomState(seed)
     kind = np.repeat([0, 1], n // 2)
     t = np.linspace(0, 20, 400)
-    X = np.sin(np.where(kind == 1, 3.0, 1.0)[:, None] * t) + 1.5 * rng.randn(n, 400)
+    X = np.sin(np.where(kind == 1, 3.0, 1.0)[:, None] * t) + 1.75 * rng.randn(n, 400)
     y = pd.DataFrame({"kind": kind, "sex": rng.choice(["F", "M"], n)})
     return X[:, None, :].astype(np.float32), y
 
@@ -58,7 +58,7 @@ def easy():
 
 @pytest.fixture(scope="module")
 def hidden():
-    return buried(120, 0), buried(40, 1)
+    return buried(200, 0), buried(100, 1)
 
 
 # The same model left untrained: a learning rate of 1e-12 for one epoch (the
@@ -78,8 +78,9 @@ LEARNERS = {
     "KMeansEP": ("hidden", lambda p: KMeansEP(n_clusters=2, **p, validation_fraction=None)),
     "DeepCluster": ("hidden", lambda p: DeepCluster(n_clusters=2, **p)),
     "IIC": ("hidden", lambda p: IIC(n_clusters=2, **p, validation_fraction=None)),
-    # SeLA does not pull the buried kinds apart within 40 epochs; its argmax
-    # head is at chance untrained on the easy kinds too.
+    # SeLA's pseudo-labels find the buried kinds from some initialisations only
+    # (not from random_state=0, in 20 or 40 epochs); its argmax head is at
+    # chance untrained on the easy kinds too.
     "SeLA": ("easy", lambda p: SeLA(n_clusters=2, **p)),
     # DTCR's k-means term needs longer training to pull the two kinds apart.
     "DTCR": ("hidden", lambda p: DTCR(n_clusters=2, **p, validation_fraction=None)),
