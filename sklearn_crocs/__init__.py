@@ -6,6 +6,8 @@ NeurIPS 2021).
 
 import importlib
 
+from ._paper import paper_params
+
 __version__ = "0.1.0.dev0"
 
 # The estimators import torch, which takes seconds; they are imported on first
@@ -16,7 +18,13 @@ _LAZY = {
     "PrototypeRetriever": "._retrieval",
 }
 
-__all__ = ["CROCSClusterer", "InvalidModelFileError", "PrototypeRetriever", "__version__"]
+__all__ = [
+    "CROCSClusterer",
+    "InvalidModelFileError",
+    "PrototypeRetriever",
+    "__version__",
+    "paper_params",
+]
 
 
 def __getattr__(name):

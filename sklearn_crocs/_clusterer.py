@@ -316,6 +316,7 @@ class CROCSClusterer(
 
     See Also
     --------
+    sklearn_crocs.paper_params : The paper's parameters for Chapman and PTB-XL.
     sklearn_crocs.nn.CROCSLoss : The loss and its prototypes.
     sklearn.cluster.KMeans : Unsupervised clustering of the embeddings
         (the paper's KM CROCS, as ``make_pipeline(CROCSClusterer(), KMeans())``).

@@ -42,10 +42,13 @@ def test_quick_run_writes_every_table(paper_tables, tmp_path):
     assert (out / "figures" / "prototypes_ptbxl_sample.png").stat().st_size > 0
     raw = pd.read_csv(out / "raw.csv")
     table1 = set(raw.loc[raw["experiment"] == "table1", "method"])
-    assert table1 == {"Majority", "CP CROCS", "TP CROCS", "KM CROCS", "DTC", "KM raw", "KM EP",
-                      "DeepCluster", "IIC", "SeLA", "DTCR"}  # fmt: skip
-    assert set(raw.loc[raw["experiment"] == "table2", "method"]) == {
-        "CP CROCS", "TP CROCS", "DTC", "Random retrieval"}  # fmt: skip
+    crocs_rows = {f"{kind} CROCS ({configuration})" for kind in ("CP", "TP")
+                  for configuration in ("package defaults", "paper settings")}  # fmt: skip
+    assert table1 == crocs_rows | {
+        "Majority", "KM CROCS (package defaults)", "KM CROCS (paper settings)", "DTC", "KM raw",
+        "KM EP", "DeepCluster", "IIC", "SeLA", "DTCR"}  # fmt: skip
+    assert set(raw.loc[raw["experiment"] == "table2", "method"]) == crocs_rows | {
+        "DTC", "Random retrieval"}  # fmt: skip
     assert set(raw.loc[raw["experiment"] == "table3", "method"]) == set(paper_tables.ABLATIONS)
     scores = raw.filter(regex="Acc$|P@")
     assert ((scores >= 0) & (scores <= 100) | scores.isna()).all().all()
@@ -73,3 +76,13 @@ def test_tables_show_mean_std_and_bold_the_best_mean(paper_tables, tmp_path):
     saved = pd.read_csv(tmp_path / "table1_d.csv", header=[0, 1], index_col=0)
     assert np.allclose(saved[("mean", "sex Acc")], [40, 55, 75])
     assert np.allclose(saved[("std", "sex Acc")], [0] + [np.std([50, 60], ddof=1)] * 2)
+
+
+def test_paper_rows_ablation_and_dtc_follow_the_paper(paper_tables):
+    from sklearn_crocs import paper_params
+
+    assert paper_tables.PAPER_DATASETS == {"PTB-XL sample": "ptbxl", "LUDB": "chapman"}
+    # Table 3's full loss is Eq. 3: L_reg summed over the prototype pairs.
+    assert paper_tables.ABLATIONS["NCE-soft + L_reg"] == {
+        "tau_w": 1.0, "beta": 0.2, "reg_reduction": "sum", "ordinal": None}  # fmt: skip
+    assert paper_tables.DTC_PARAMS == {"tau_w": paper_params("ptbxl")["tau_w"]}

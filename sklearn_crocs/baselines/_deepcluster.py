@@ -179,6 +179,19 @@ class DeepCluster(AttributeMapMixin, NeuralBaseline):
     input_shape_ : tuple of int
         ``(n_leads, n_timepoints)`` of the training signals.
 
+    Notes
+    -----
+    Simplified from Caron et al. (2018), as the CROCS paper's appendix does
+    not describe these steps:
+
+    - no PCA whitening before k-means: the unit-norm embeddings are
+      clustered as they are (Caron et al. reduce image features to 256
+      dimensions by PCA, whiten and L2-normalise them); the reduction is
+      moot for embeddings of 256 dimensions or fewer, and the whitening
+      was left out without being measured;
+    - cluster-balanced loss weights in place of sampling the ECGs uniformly
+      over the pseudo-labels (the same in expectation, with fixed batches).
+
     References
     ----------
     M. Caron, P. Bojanowski, A. Joulin and M. Douze, "Deep Clustering for

@@ -142,12 +142,6 @@ class DTCR(AttributeMapMixin, NeuralBaseline):
     training embeddings; with the attributes ``y`` each cluster is named
     after the combination of its training ECGs (:func:`map_clusters`).
 
-    Ma et al.'s encoder is a dilated recurrent network; the package's
-    encoders take its place so that every method of the CROCS paper's
-    comparison shares one. The decoder emits several samples per GRU step
-    (``n_decoder_steps`` steps in all), which keeps training on
-    2500-sample ECGs affordable on a CPU.
-
     Read more in the :ref:`User Guide <reproducing>`.
 
     Parameters
@@ -184,6 +178,16 @@ class DTCR(AttributeMapMixin, NeuralBaseline):
         Number of values per training ECG.
     input_shape_ : tuple of int
         ``(n_leads, n_timepoints)`` of the training signals.
+
+    Notes
+    -----
+    Simplified from Ma et al. (2019):
+
+    - the package's encoder replaces their dilated recurrent network, so
+      that every method of the CROCS paper's comparison shares one;
+    - the GRU decoder emits ``ceil(n_timepoints / n_decoder_steps)``
+      samples per step (``n_decoder_steps`` steps in all) where theirs
+      emits one, which keeps training on 2500-sample ECGs affordable on a CPU.
 
     References
     ----------

@@ -133,6 +133,13 @@ class KMeansEP(AttributeMapMixin, NeuralBaseline):
     input_shape_ : tuple of int
         ``(n_leads, n_timepoints)`` of the training signals.
 
+    Notes
+    -----
+    Simplified from Gee et al. (2019): without their prototype-diversity
+    term (a penalty on prototypes close to one another), as the CROCS
+    paper's appendix describes the network without it; the loss keeps Li et
+    al.'s (2018) cross-entropy, reconstruction, R1 and R2.
+
     References
     ----------
     A. H. Gee, D. Garcia-Olano, J. Ghosh and D. Paydarfar, "Explaining Deep

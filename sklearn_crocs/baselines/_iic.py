@@ -160,6 +160,16 @@ class IIC(AttributeMapMixin, NeuralBaseline):
     input_shape_ : tuple of int
         ``(n_leads, n_timepoints)`` of the training signals.
 
+    Notes
+    -----
+    Simplified from Ji et al. (2019), to keep one training loop of the
+    shared epoch budget (neither is described in the CROCS paper's appendix):
+
+    - one sub-head per head, where Ji et al. train five and keep the one
+      of lowest loss;
+    - the losses of the main and over-clustering heads are summed at every
+      step, where Ji et al. train the two heads in alternating epochs.
+
     References
     ----------
     X. Ji, J. F. Henriques and A. Vedaldi, "Invariant Information Clustering

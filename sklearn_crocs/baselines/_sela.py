@@ -122,6 +122,16 @@ class SeLA(AttributeMapMixin, NeuralBaseline):
     input_shape_ : tuple of int
         ``(n_leads, n_timepoints)`` of the training signals.
 
+    Notes
+    -----
+    Simplified from Asano et al. (2020), to fit the shared 30-epoch budget
+    of the CROCS paper's DeepCluster:
+
+    - one clustering head, where Asano et al. train several heads at
+      once, each on its own pseudo-labels;
+    - the pseudo-labels are recomputed before every epoch, where Asano et
+      al. spread a fixed number of labelling steps over training.
+
     References
     ----------
     Y. M. Asano, C. Rupprecht and A. Vedaldi, "Self-labelling via simultaneous
