@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ._search import exact_distances
+from ._search import BLOCK_ROWS, exact_distances
 
 __all__ = ["FaissIndex", "INDEX_PARAMS"]
 
@@ -20,7 +20,6 @@ INDEX_PARAMS = {
     "ivf_pq": {"nlist": None, "nprobe": 16, "m": None, "nbits": None},
     "hnsw": {"M": 32, "ef_construction": 40, "ef_search": 64},
 }
-_BLOCK_ROWS = 65536
 # FAISS's k-means wants at least this many training points per centroid.
 _POINTS_PER_CENTROID = 39
 
@@ -114,8 +113,8 @@ class FaissIndex:
             n_train = min(n_samples, n_train)
             rows = np.sort(np.random.RandomState(0).choice(n_samples, n_train, replace=False))
             index.train(np.ascontiguousarray(embeddings[rows], dtype=np.float32))
-        for start in range(0, n_samples, _BLOCK_ROWS):
-            block = embeddings[start : start + _BLOCK_ROWS]
+        for start in range(0, n_samples, BLOCK_ROWS):
+            block = embeddings[start : start + BLOCK_ROWS]
             index.add(np.ascontiguousarray(block, dtype=np.float32))
         space = faiss.ParameterSpace()
         if kind == "hnsw":
@@ -137,7 +136,7 @@ class FaissIndex:
         found = indices >= 0
         distances = np.full(indices.shape, np.inf)
         safe = np.where(found, indices, 0)
-        exact = exact_distances(queries.astype(np.float64), database, safe, _BLOCK_ROWS)
+        exact = exact_distances(queries.astype(np.float64), database, safe, BLOCK_ROWS)
         distances[found] = exact[found]
         order = np.lexsort((np.where(found, indices, np.iinfo(np.int64).max), distances))
         return (
