@@ -38,8 +38,9 @@ from .nn import (
     RandomWindow,
     ResNet1dEncoder,
 )
+from .nn._callbacks import early_stopping_callbacks
+from .nn._data import is_lazy_array
 from .nn._encoders import ENCODERS
-from .nn._net import early_stopping_callbacks, is_lazy_array
 from .preprocessing import SignalConditioner, check_signal_layout, resample_signals
 
 __all__ = ["CROCSClusterer"]
@@ -1034,7 +1035,7 @@ class CROCSClusterer(
         """Validate and embed unseen ECGs chunk by chunk: yield ``(start, embeddings)``.
 
         An ndarray, memory map or lazy array (see
-        :func:`~sklearn_crocs.nn._net.is_lazy_array`) is read, checked and
+        :func:`~sklearn_crocs.nn._data.is_lazy_array`) is read, checked and
         embedded ``_CHUNK_BYTES`` at a time, with progress lines when
         ``verbose``; other inputs are validated whole. NaN and infinity are
         looked for batch by batch as the net reads them (unless scikit-learn's
