@@ -259,9 +259,8 @@ class ResNet1dEncoder(nn.Module):
     pooling over time and a linear layer to ``embedding_dim``. Halving the
     blocks of ResNet18 roughly halves its parameters, as in the paper; the
     default widths are half of ResNet18's as well (a quarter of the work:
-    ``channels=(64, 128, 256, 512)`` gives ResNet18's), which on the
-    bundled PTB-XL sample trains in well under two minutes on 2 CPU cores
-    (the user guide's "Defaults" page has the figures).
+    ``channels=(64, 128, 256, 512)`` gives ResNet18's; the user guide's "Defaults"
+    page has the training times).
 
     With ``fast_path=True`` :meth:`forward` runs these 1-D layers as 2-D ones
     on a ``(batch, channels, 1, time)`` view in the channels-last memory
