@@ -22,6 +22,10 @@ INDEX_PARAMS = {
 }
 # FAISS's k-means wants at least this many training points per centroid.
 _POINTS_PER_CENTROID = 39
+# Embeddings that the product quantiser of "ivf_pq" needs for FAISS's usual
+# 8-bit codes (2**8 centroids per sub-vector, each trained on 39 points);
+# with fewer, its codes are coarser or poorly trained, and recall drops.
+_PQ_MIN_EMBEDDINGS = _POINTS_PER_CENTROID * 2**8
 
 
 def _import_faiss():
@@ -97,6 +101,17 @@ class FaissIndex:
         n_samples, dim = embeddings.shape
         self.kind = kind
         self.params = params = resolve_params(kind, params, n_samples, dim)
+        if kind == "ivf_pq" and n_samples < _PQ_MIN_EMBEDDINGS:
+            from .datasets._base import warn  # the first caller outside the package
+
+            warn(
+                f"index='ivf_pq' on {n_samples:,} embeddings: FAISS's k-means wants about "
+                f"{_POINTS_PER_CENTROID} training points per centroid, {_PQ_MIN_EMBEDDINGS:,} "
+                "for the product quantiser's usual 8-bit codes; on fewer, its codes are "
+                f"coarser (nbits={params['nbits']} here) or poorly trained, and recall suffers "
+                "(on tiny databases it collapses). Search a database this small with "
+                "index='exact' or 'ivf_flat', or check what the index finds with recall()."
+            )
         if kind == "ivf_flat":
             self.description = f"IVF{params['nlist']},Flat"
         elif kind == "ivf_pq":

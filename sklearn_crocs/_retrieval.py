@@ -81,7 +81,9 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         (``"ivf_flat"``) or product-quantised codes of ``m * nbits / 8``
         bytes each (``"ivf_pq"``), or an HNSW graph (``"hnsw"``). The
         neighbours found are re-ranked by their exact distances;
-        :meth:`recall` measures how many of the exact ones they are. See
+        :meth:`recall` measures how many of the exact ones they are.
+        ``"ivf_pq"`` warns (``UserWarning``) on fewer than 9,984 ECGs,
+        too few to train its product quantiser. See
         :ref:`approximate_search`.
     index_params : dict, default=None
         Parameters of the FAISS index: ``nlist`` (default ``4 sqrt(n)``) and
