@@ -26,6 +26,7 @@ from skorch.helper import predefined_split
 from torch import nn
 
 from ._attributes import AttributeCodec
+from ._doc_link import DocLinkMixin
 from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
 from ._utils import _device_problem, _draw_seed, _fused_adam_supported, _nearest, _silent
@@ -62,7 +63,7 @@ _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class CROCSClusterer(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
+    DocLinkMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
 ):
     """Cluster ECGs around clinical prototypes of attribute combinations (CROCS).
 

@@ -13,6 +13,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._ann import INDEX_PARAMS, FaissIndex
+from ._doc_link import DocLinkMixin
 from ._persistence import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
 from ._utils import _atomic_path, _crocs_step, _python_value
@@ -33,7 +34,7 @@ def _rows(X, start, stop):
     return X.iloc[start:stop] if hasattr(X, "iloc") else X[start:stop]
 
 
-class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
+class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     """Retrieve the ECGs of a database that best match attribute combinations.
 
     The retrieval setting of CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021):

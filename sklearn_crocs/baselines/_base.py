@@ -14,6 +14,7 @@ from torch import nn
 
 from .._attributes import as_attribute_frame, combination_labels
 from .._clusterer import CROCSClusterer
+from .._doc_link import DocLinkMixin
 from .._utils import _device_problem, _draw_seed, _fused_adam_supported, _silent
 from ..nn import ArrayDataset, CROCSNet
 from ..nn._callbacks import early_stopping_callbacks
@@ -205,7 +206,7 @@ class EncoderModule(nn.Module):
         return getattr(self.encoder, "max_activation_size", None)
 
 
-class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
+class NeuralBaseline(DocLinkMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     """Shared fitting of the neural baselines: input checks, seeding, skorch net, embeddings.
 
     Subclasses implement ``_build(n_leads, n_timepoints, seed)`` returning

@@ -12,6 +12,7 @@ from skorch.dataset import unpack_data
 from skorch.hf import AccelerateMixin
 from skorch.utils import to_device
 
+from .._doc_link import DocLinkMixin
 from ._data import ArrayDataset, BatchIterator, training_loader
 
 __all__ = ["AcceleratedCROCSNet", "CROCSNet"]
@@ -52,7 +53,7 @@ def _auto_batch_size(module, batch_size, device="cpu"):
     return max(1, min(_MAX_INFERENCE_BATCH, _ACTIVATION_BYTES // per_sample))
 
 
-class CROCSNet(NeuralNet):
+class CROCSNet(DocLinkMixin, NeuralNet):
     """skorch ``NeuralNet`` whose criterion is a :class:`~sklearn_crocs.nn.CROCSLoss`.
 
     Differences from :class:`skorch.NeuralNet`:
