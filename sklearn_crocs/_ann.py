@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ._search import BLOCK_ROWS, exact_distances
+from ._utils import _warn
 
 __all__ = ["FaissIndex", "INDEX_PARAMS"]
 
@@ -102,9 +103,7 @@ class FaissIndex:
         self.kind = kind
         self.params = params = resolve_params(kind, params, n_samples, dim)
         if kind == "ivf_pq" and n_samples < _PQ_MIN_EMBEDDINGS:
-            from .datasets._base import warn  # the first caller outside the package
-
-            warn(
+            _warn(
                 f"index='ivf_pq' on {n_samples:,} embeddings: FAISS's k-means wants about "
                 f"{_POINTS_PER_CENTROID} training points per centroid, {_PQ_MIN_EMBEDDINGS:,} "
                 "for the product quantiser's usual 8-bit codes; on fewer, its codes are "
