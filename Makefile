@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 	$(BIN)/python -m pip install $(PIP_FLAGS) -e ".[dev]"
 	touch $(STAMP)
 
-## run: train CROCS on the bundled LUDB records and print the evaluation tables
+## run: train CROCS on the bundled PTB-XL sample (500 real records) and print the evaluation tables
 run: $(STAMP)
 	$(BIN)/python -m sklearn_crocs --output-dir crocs_output
 

@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from ._search import exact_distances
+from ._search import BLOCK_ROWS, exact_distances
+from ._utils import _warn
 
 __all__ = ["FaissIndex", "INDEX_PARAMS"]
 
@@ -20,9 +21,12 @@ INDEX_PARAMS = {
     "ivf_pq": {"nlist": None, "nprobe": 16, "m": None, "nbits": None},
     "hnsw": {"M": 32, "ef_construction": 40, "ef_search": 64},
 }
-_BLOCK_ROWS = 65536
 # FAISS's k-means wants at least this many training points per centroid.
 _POINTS_PER_CENTROID = 39
+# Embeddings that the product quantiser of "ivf_pq" needs for FAISS's usual
+# 8-bit codes (2**8 centroids per sub-vector, each trained on 39 points);
+# with fewer, its codes are coarser or poorly trained, and recall drops.
+_PQ_MIN_EMBEDDINGS = _POINTS_PER_CENTROID * 2**8
 
 
 def _import_faiss():
@@ -98,6 +102,15 @@ class FaissIndex:
         n_samples, dim = embeddings.shape
         self.kind = kind
         self.params = params = resolve_params(kind, params, n_samples, dim)
+        if kind == "ivf_pq" and n_samples < _PQ_MIN_EMBEDDINGS:
+            _warn(
+                f"index='ivf_pq' on {n_samples:,} embeddings: FAISS's k-means wants about "
+                f"{_POINTS_PER_CENTROID} training points per centroid, {_PQ_MIN_EMBEDDINGS:,} "
+                "for the product quantiser's usual 8-bit codes; on fewer, its codes are "
+                f"coarser (nbits={params['nbits']} here) or poorly trained, and recall suffers "
+                "(on tiny databases it collapses). Search a database this small with "
+                "index='exact' or 'ivf_flat', or check what the index finds with recall()."
+            )
         if kind == "ivf_flat":
             self.description = f"IVF{params['nlist']},Flat"
         elif kind == "ivf_pq":
@@ -114,8 +127,8 @@ class FaissIndex:
             n_train = min(n_samples, n_train)
             rows = np.sort(np.random.RandomState(0).choice(n_samples, n_train, replace=False))
             index.train(np.ascontiguousarray(embeddings[rows], dtype=np.float32))
-        for start in range(0, n_samples, _BLOCK_ROWS):
-            block = embeddings[start : start + _BLOCK_ROWS]
+        for start in range(0, n_samples, BLOCK_ROWS):
+            block = embeddings[start : start + BLOCK_ROWS]
             index.add(np.ascontiguousarray(block, dtype=np.float32))
         space = faiss.ParameterSpace()
         if kind == "hnsw":
@@ -137,7 +150,7 @@ class FaissIndex:
         found = indices >= 0
         distances = np.full(indices.shape, np.inf)
         safe = np.where(found, indices, 0)
-        exact = exact_distances(queries.astype(np.float64), database, safe, _BLOCK_ROWS)
+        exact = exact_distances(queries.astype(np.float64), database, safe, BLOCK_ROWS)
         distances[found] = exact[found]
         order = np.lexsort((np.where(found, indices, np.iinfo(np.int64).max), distances))
         return (

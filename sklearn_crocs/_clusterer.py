@@ -26,6 +26,7 @@ from skorch.helper import predefined_split
 from torch import nn
 
 from ._attributes import AttributeCodec
+from ._doc_link import DocLinkMixin
 from ._guards import activation_size, check_fit_memory, check_training
 from ._persistence import load_clusterer, save_clusterer
 from ._utils import _device_problem, _draw_seed, _fused_adam_supported, _nearest, _silent
@@ -38,8 +39,9 @@ from .nn import (
     RandomWindow,
     ResNet1dEncoder,
 )
+from .nn._callbacks import early_stopping_callbacks
+from .nn._data import is_lazy_array
 from .nn._encoders import ENCODERS
-from .nn._net import early_stopping_callbacks, is_lazy_array
 from .preprocessing import SignalConditioner, check_signal_layout, resample_signals
 
 __all__ = ["CROCSClusterer"]
@@ -61,7 +63,7 @@ _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class CROCSClusterer(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
+    DocLinkMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
 ):
     """Cluster ECGs around clinical prototypes of attribute combinations (CROCS).
 
@@ -1035,7 +1037,7 @@ class CROCSClusterer(
         """Validate and embed unseen ECGs chunk by chunk: yield ``(start, embeddings)``.
 
         An ndarray, memory map or lazy array (see
-        :func:`~sklearn_crocs.nn._net.is_lazy_array`) is read, checked and
+        :func:`~sklearn_crocs.nn._data.is_lazy_array`) is read, checked and
         embedded ``_CHUNK_BYTES`` at a time, with progress lines when
         ``verbose``; other inputs are validated whole. NaN and infinity are
         looked for batch by batch as the net reads them (unless scikit-learn's

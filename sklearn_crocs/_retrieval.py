@@ -13,6 +13,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._ann import INDEX_PARAMS, FaissIndex
+from ._doc_link import DocLinkMixin
 from ._persistence import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
 from ._utils import _atomic_path, _crocs_step, _python_value
@@ -33,7 +34,7 @@ def _rows(X, start, stop):
     return X.iloc[start:stop] if hasattr(X, "iloc") else X[start:stop]
 
 
-class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
+class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     """Retrieve the ECGs of a database that best match attribute combinations.
 
     The retrieval setting of CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021):
@@ -81,7 +82,9 @@ class PrototypeRetriever(MetaEstimatorMixin, BaseEstimator):
         (``"ivf_flat"``) or product-quantised codes of ``m * nbits / 8``
         bytes each (``"ivf_pq"``), or an HNSW graph (``"hnsw"``). The
         neighbours found are re-ranked by their exact distances;
-        :meth:`recall` measures how many of the exact ones they are. See
+        :meth:`recall` measures how many of the exact ones they are.
+        ``"ivf_pq"`` warns (``UserWarning``) on fewer than 9,984 ECGs,
+        too few to train its product quantiser. See
         :ref:`approximate_search`.
     index_params : dict, default=None
         Parameters of the FAISS index: ``nlist`` (default ``4 sqrt(n)``) and

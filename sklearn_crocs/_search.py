@@ -7,18 +7,18 @@ retrieval metrics call :func:`top_k`.
 import numpy as np
 import torch
 
-__all__ = ["exact_distances", "half_squared_norms", "top_k"]
+__all__ = ["BLOCK_ROWS", "exact_distances", "half_squared_norms", "top_k"]
 
 # Database rows per block. A block's float32 copy (32 MiB at 128 dimensions,
 # for a memory map) and its scores (256 KiB per query) bound the memory of a
 # search, whatever the size of the database; fewer, larger products ran faster
 # than blocks of 16,384 rows (benchmarks/RESULTS.md).
-_BLOCK_ROWS = 65536
+BLOCK_ROWS = 65536
 # Rows per chunk whose maximum is taken before the top k are selected (see _largest).
 _CHUNK = 64
 
 
-def half_squared_norms(database, *, block_rows=_BLOCK_ROWS):
+def half_squared_norms(database, *, block_rows=BLOCK_ROWS):
     """``-|e|^2 / 2`` of every database row (float32), read ``block_rows`` rows at a time.
 
     What :func:`top_k` adds to each block's products; a database searched
@@ -42,7 +42,7 @@ def _half_sq_norms(block):
     return torch.linalg.vector_norm(block, dim=1).square_().mul_(-0.5)
 
 
-def top_k(queries, database, k, *, block_rows=_BLOCK_ROWS, half_sq_norms=None):
+def top_k(queries, database, k, *, block_rows=BLOCK_ROWS, half_sq_norms=None):
     """The ``k`` database rows nearest to each query in Euclidean distance.
 
     The database is read ``block_rows`` rows at a time, so that memory does

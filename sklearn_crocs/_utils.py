@@ -4,7 +4,9 @@ import contextlib
 import os
 import re
 import socket
+import sys
 import uuid
+import warnings
 import zlib
 from pathlib import Path
 
@@ -155,3 +157,14 @@ def _draw_seed(random_state):
     if random_state is None:
         return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
     return int(check_random_state(random_state).randint(2**31 - 1))
+
+
+def _warn(message, category=UserWarning):
+    """Warn with the location of the first caller outside this package."""
+    package_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)  # the caller of _warn, i.e. stacklevel=2
+    level = 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package_dir):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)

@@ -13,6 +13,9 @@ from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.datasets import load_ptbxl_sample_frames
 from sklearn_crocs.metrics import evaluate_prototypes
 
+# A full default fit (40 epochs) on the bundled PTB-XL sample.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def result():

@@ -1,6 +1,7 @@
 """FAISS search: against exact search, its fallbacks, its parameters, the retriever around it."""
 
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -42,7 +43,8 @@ def test_exhaustive_settings_find_the_exact_neighbours(embeddings, kind, params)
 
 def test_compressed_index_returns_exact_distances_of_what_it_finds(embeddings):
     queries = _unit_rows(5, 16, 2)
-    index = FaissIndex(embeddings, "ivf_pq", {"nlist": 8, "m": 4, "nbits": 6})
+    with pytest.warns(UserWarning, match="on 3,000 embeddings"):  # a small database
+        index = FaissIndex(embeddings, "ivf_pq", {"nlist": 8, "m": 4, "nbits": 6})
     assert index.description == "IVF8,PQ4x6"
     distances, indices = index.search(queries, embeddings, 10)
     direct = np.linalg.norm(
@@ -50,6 +52,37 @@ def test_compressed_index_returns_exact_distances_of_what_it_finds(embeddings):
     )
     np.testing.assert_allclose(distances, direct, rtol=1e-12)
     assert (np.diff(distances, axis=1) >= 0).all()
+
+
+def test_product_quantiser_on_a_small_database_warns(monkeypatch):
+    # FAISS's rule of thumb: 39 training points per centroid, so 39 * 2**8 =
+    # 9,984 embeddings for the product quantiser's 8-bit codes. The warning
+    # comes before the index is built; the builds (seconds here) are cut short.
+    class Built(Exception):
+        pass
+
+    def build(*args):
+        raise Built
+
+    monkeypatch.setattr(faiss, "index_factory", build)
+
+    def warnings_of(n, kind, params=None):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            with pytest.raises(Built):
+                FaissIndex(_unit_rows(n, 8, 0), kind, params)
+        return record
+
+    record = warnings_of(9983, "ivf_pq")
+    assert len(record) == 1 and record[0].category is UserWarning
+    assert "on 9,983 embeddings" in str(record[0].message)
+    assert "9,984 for the product quantiser's usual 8-bit codes" in str(record[0].message)
+    assert "nbits=7 here" in str(record[0].message)
+    assert record[0].filename == __file__  # points at the caller, not the package
+    # Too few training points per centroid for the codes asked for.
+    assert "nbits=8 here" in str(warnings_of(9983, "ivf_pq", {"nbits": 8})[0].message)
+    assert warnings_of(9984, "ivf_pq") == []
+    assert warnings_of(9983, "ivf_flat") == []
 
 
 def test_too_few_candidates_are_marked_and_the_retriever_searches_them_exactly(embeddings):
@@ -106,7 +139,13 @@ def fitted(synthetic):
 def test_retriever_with_an_index_agrees_with_exact_search(fitted, kind, capsys):
     model, X = fitted
     exact = PrototypeRetriever(model, n_neighbors=5).fit(X)
-    approximate = PrototypeRetriever(model, n_neighbors=5, index=kind, verbose=1).fit(X)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        approximate = PrototypeRetriever(model, n_neighbors=5, index=kind, verbose=1).fit(X)
+    # Only the product quantiser needs more embeddings than these 72.
+    assert [str(w.message)[:25] for w in record] == (
+        ["index='ivf_pq' on 72 embe"] if kind == "ivf_pq" else []
+    )
     assert "Built the FAISS index" in capsys.readouterr().out
     assert exact.recall() == 1.0
     recall = approximate.recall()
@@ -154,10 +193,12 @@ def test_saved_retriever_rebuilds_its_index(fitted, tmp_path):
     # An IVF index, whose build is deterministic (an HNSW graph built on
     # several threads is not).
     params = {"nlist": 4, "m": 4}
-    retriever = PrototypeRetriever(model, index="ivf_pq", index_params=params).fit(X)
+    with pytest.warns(UserWarning, match="ivf_pq' on 72 embeddings"):
+        retriever = PrototypeRetriever(model, index="ivf_pq", index_params=params).fit(X)
     path = tmp_path / "retriever.safetensors"
     retriever.save(path, include_embeddings=True)
-    loaded = PrototypeRetriever.load(path)
+    with pytest.warns(UserWarning, match="ivf_pq' on 72 embeddings"):  # the same index again
+        loaded = PrototypeRetriever.load(path)
     assert loaded.index == "ivf_pq" and loaded.index_params == params
     assert loaded._faiss.description == retriever._faiss.description
     np.testing.assert_array_equal(loaded.kneighbors()[1], retriever.kneighbors()[1])

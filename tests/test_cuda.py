@@ -89,19 +89,19 @@ def test_encoder_training_step_on_cuda_is_as_accurate_as_on_cpu(
 
 def test_batches_are_prefetched_to_the_device_unchanged():
     from sklearn_crocs.nn import ArrayDataset
-    from sklearn_crocs.nn._net import _BatchIterator
+    from sklearn_crocs.nn._data import BatchIterator
 
     rng = np.random.default_rng(0)
     dataset = ArrayDataset(rng.standard_normal((50, 2, 30), dtype=np.float32), np.arange(50) % 7)
     for shuffle in (False, True):
-        host = list(_BatchIterator(dataset, 8, shuffle=shuffle, seed=1))
-        cuda = list(_BatchIterator(dataset, 8, shuffle=shuffle, seed=1, device="cuda"))
+        host = list(BatchIterator(dataset, 8, shuffle=shuffle, seed=1))
+        cuda = list(BatchIterator(dataset, 8, shuffle=shuffle, seed=1, device="cuda"))
         assert len(host) == len(cuda) == 7
         for (xh, yh), (xc, yc) in zip(host, cuda):
             assert xc.device.type == yc.device.type == "cuda"
             assert torch.equal(xc.cpu(), xh) and torch.equal(yc.cpu(), yh)
     unlabelled = ArrayDataset(dataset.X)
-    batches = list(_BatchIterator(unlabelled, 16, device="cuda"))
+    batches = list(BatchIterator(unlabelled, 16, device="cuda"))
     assert all(yb is None for _, yb in batches)
     assert torch.equal(torch.cat([xb for xb, _ in batches]).cpu(), dataset.X)
 

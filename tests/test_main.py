@@ -5,6 +5,7 @@ import pytest
 from sklearn_crocs._main import main
 
 
+@pytest.mark.slow  # the main job trains on the bundled records
 @pytest.mark.parametrize(
     ("dataset", "n_test", "attributes"),
     [("ptbxl", 398, ("class", "sex", "age")), ("ludb", 252, ("rhythm", "sex", "age"))],

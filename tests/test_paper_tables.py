@@ -24,6 +24,7 @@ def paper_tables():
     sys.path.remove(str(SCRIPT.parent))
 
 
+@pytest.mark.slow  # every method of the paper, trained on real ECGs
 def test_quick_run_writes_every_table(paper_tables, tmp_path):
     pytest.importorskip("matplotlib")
     docs = tmp_path / "paper_tables.txt"

@@ -14,10 +14,11 @@ from torch import nn
 
 from .._attributes import as_attribute_frame, combination_labels
 from .._clusterer import CROCSClusterer
+from .._doc_link import DocLinkMixin
 from .._utils import _device_problem, _draw_seed, _fused_adam_supported, _silent
 from ..nn import ArrayDataset, CROCSNet
+from ..nn._callbacks import early_stopping_callbacks
 from ..nn._encoders import ENCODERS
-from ..nn._net import early_stopping_callbacks
 
 __all__ = ["map_clusters"]
 
@@ -205,7 +206,7 @@ class EncoderModule(nn.Module):
         return getattr(self.encoder, "max_activation_size", None)
 
 
-class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
+class NeuralBaseline(DocLinkMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     """Shared fitting of the neural baselines: input checks, seeding, skorch net, embeddings.
 
     Subclasses implement ``_build(n_leads, n_timepoints, seed)`` returning
@@ -275,7 +276,7 @@ class NeuralBaseline(ClusterMixin, TransformerMixin, BaseEstimator):
     def _encode(self, X, net=None):
         """Encoder outputs of validated signals X, as a float32 ndarray."""
         net = self.net_ if net is None else net
-        net._set_training(False)
+        net._set_modes(False)
         batch_size = net._inference_batch_size()
         encoder = net.module_.encoder
         with torch.inference_mode():

@@ -8,12 +8,13 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._clusterer import CROCSClusterer
+from .._doc_link import DocLinkMixin
 from ._base import MAPPING_CONSTRAINT, AttributeMapMixin
 
 __all__ = ["KMeansCROCS", "KMeansRaw"]
 
 
-class KMeansRaw(AttributeMapMixin, ClusterMixin, TransformerMixin, BaseEstimator):
+class KMeansRaw(DocLinkMixin, AttributeMapMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     """k-means on the ECG signals themselves (the CROCS paper's KM raw).
 
     Every ECG is flattened to one vector of ``n_leads * n_timepoints`` values
@@ -147,7 +148,7 @@ default=None
         return tags
 
 
-class KMeansCROCS(AttributeMapMixin, ClusterMixin, TransformerMixin, BaseEstimator):
+class KMeansCROCS(DocLinkMixin, AttributeMapMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     """k-means on the embeddings of a CROCS encoder (the CROCS paper's KM CROCS).
 
     ``fit(X, y)`` fits a clone of ``crocs`` on the attributes ``y`` (or uses

@@ -9,8 +9,6 @@ normalisation, leads as instances, age quartiles) is in
 :mod:`sklearn_crocs.preprocessing`.
 """
 
-import warnings
-
 from ._base import InvalidRecordError, clear_data_home, get_data_home
 from ._chapman import fetch_chapman, load_chapman
 from ._edf import load_edf
@@ -37,29 +35,3 @@ __all__ = [
     "patient_split",
     "ptbxl_fold_split",
 ]
-
-# Names that moved to sklearn_crocs.preprocessing; the old imports keep
-# working, with a warning, until they are removed.
-_MOVED_TO_PREPROCESSING = (
-    "AgeGroupEncoder",
-    "FrameNormalizer",
-    "leads_as_instances",
-    "make_frames",
-    "normalize_frames",
-    "resample_signals",
-)
-
-
-def __getattr__(name):
-    if name in _MOVED_TO_PREPROCESSING:
-        warnings.warn(
-            f"sklearn_crocs.datasets.{name} moved to sklearn_crocs.preprocessing.{name}; "
-            "importing it from sklearn_crocs.datasets is deprecated and will stop "
-            "working in sklearn-crocs 0.3.",
-            FutureWarning,
-            stacklevel=2,
-        )
-        from .. import preprocessing
-
-        return getattr(preprocessing, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,12 +7,14 @@ import math
 import os
 import shutil
 import sys
-import warnings
 from importlib import resources
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
+
+# The loaders import warn from here.
+from .._utils import _warn as warn
 
 #: The twelve standard ECG leads in their conventional order and public spelling.
 STANDARD_LEADS = (
@@ -226,17 +228,6 @@ def load_descr(name):
 def data_file(name):
     """Path (as a traversable) of a file in the package's ``data`` folder."""
     return resources.files("sklearn_crocs.datasets").joinpath("data", name)
-
-
-def warn(message, category=UserWarning):
-    """Warn with the location of the first caller outside this package."""
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame = sys._getframe(1)  # the caller of warn, i.e. stacklevel=2
-    level = 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package_dir):
-        frame = frame.f_back
-        level += 1
-    warnings.warn(message, category, stacklevel=level)
 
 
 def progress(iterable, *, verbose, desc, total=None, unit="record"):

@@ -259,9 +259,8 @@ class ResNet1dEncoder(nn.Module):
     pooling over time and a linear layer to ``embedding_dim``. Halving the
     blocks of ResNet18 roughly halves its parameters, as in the paper; the
     default widths are half of ResNet18's as well (a quarter of the work:
-    ``channels=(64, 128, 256, 512)`` gives ResNet18's), which on the
-    bundled PTB-XL sample trains in well under two minutes on 2 CPU cores
-    (the user guide's "Defaults" page has the figures).
+    ``channels=(64, 128, 256, 512)`` gives ResNet18's; the user guide's "Defaults"
+    page has the training times).
 
     With ``fast_path=True`` :meth:`forward` runs these 1-D layers as 2-D ones
     on a ``(batch, channels, 1, time)`` view in the channels-last memory
@@ -270,7 +269,9 @@ class ResNet1dEncoder(nn.Module):
     norm into the convolution before it (see
     ``sklearn_crocs/nn/_fastpath.py``); :meth:`reference_layers` returns the
     plain 1-D modules with the same parameters, which ``fast_path=False``
-    runs.
+    runs. If a layer of ``stem`` or ``blocks`` is replaced or edited
+    (another activation for a block's ``relu``, other layer types,
+    subclasses), the modules run as they are.
 
     Read more in the :ref:`User Guide <method>`.
 
@@ -296,6 +297,13 @@ class ResNet1dEncoder(nn.Module):
 
     Attributes
     ----------
+    stem : torch.nn.Sequential
+        ``Conv1d -> BatchNorm1d -> ReLU -> MaxPool1d``.
+    blocks : torch.nn.Sequential
+        One residual block per stage, with modules ``conv1``, ``bn1``,
+        ``conv2``, ``bn2``, ``relu`` (after each half) and ``shortcut``.
+    head : torch.nn.Sequential
+        ``AdaptiveAvgPool1d -> Flatten -> Linear``.
     max_activation_size : int
         Elements per frame of the largest tensor in a forward pass (input,
         stem or block output; 40,000 for 12-lead 2500-sample frames: the stem
@@ -365,7 +373,7 @@ class ResNet1dEncoder(nn.Module):
     def forward(self, x):
         """Embed a batch of shape (batch, in_channels, n_timepoints)."""
         if self.fast_path:
-            return _fastpath.resnet_forward(self, x)
+            return _fastpath.resnet_forward(self, x, _BasicBlock1d)
         return self.reference_layers()(x)
 
     def reference_layers(self):

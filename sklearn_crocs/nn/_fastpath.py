@@ -207,6 +207,13 @@ class ReLUMaxPoolDropout(nn.Module):
         return f"ReLU -> MaxPool1d({self.kernel_size}) -> Dropout(p={self.p})"
 
 
+def _standard_conv(conv):
+    """Whether ``conv`` is a plain ``nn.Conv1d`` that :func:`_conv_nhwc` computes."""
+    return (
+        type(conv) is nn.Conv1d and conv.padding_mode == "zeros" and isinstance(conv.padding, tuple)
+    )
+
+
 def _standard_stages(encoder):
     """``(conv, bn, pool)`` per stage if the CNN's layers are its own, else None.
 
@@ -220,11 +227,7 @@ def _standard_stages(encoder):
     triples = list(zip(stages[0::3], stages[1::3], stages[2::3]))
     for conv, bn, pool in triples:
         standard = (
-            type(conv) is nn.Conv1d
-            and conv.padding_mode == "zeros"
-            and isinstance(conv.padding, tuple)
-            and type(bn) is nn.BatchNorm1d
-            and type(pool) is ReLUMaxPoolDropout
+            _standard_conv(conv) and type(bn) is nn.BatchNorm1d and type(pool) is ReLUMaxPoolDropout
         )
         if not standard:
             return None
@@ -472,6 +475,58 @@ def _conv_bn_nhwc(x, conv, bn):
     return _batch_norm_nhwc(_conv_nhwc(x, conv), bn)
 
 
+def _standard_resnet(encoder, block_type):
+    """Whether the ResNet's layers are its own, as :func:`resnet_forward` computes them.
+
+    The fast path reads the parameters of the convolutions and batch norms
+    and applies ReLU and max pooling itself, so every block must be a
+    ``block_type`` and every layer of the stem and the blocks of its
+    standard type; otherwise (another activation in ``block.relu``, other
+    layer types, subclasses) the modules run instead.
+    """
+    if type(encoder.stem) is not nn.Sequential or type(encoder.blocks) is not nn.Sequential:
+        return False
+    stem = list(encoder.stem)
+    if len(stem) != 4:
+        return False
+    conv, bn, relu, pool = stem
+    standard = (
+        _standard_conv(conv)
+        and type(bn) is nn.BatchNorm1d
+        and type(relu) is nn.ReLU
+        and type(pool) is nn.MaxPool1d
+        and pool.dilation == 1
+        and not pool.ceil_mode
+        and not pool.return_indices
+        and all(isinstance(v, int) for v in (pool.kernel_size, pool.stride, pool.padding))
+    )
+    if not standard:
+        return False
+    for block in encoder.blocks:
+        if type(block) is not block_type:
+            return False
+        shortcut = block.shortcut
+        standard = (
+            _standard_conv(block.conv1)
+            and _standard_conv(block.conv2)
+            and type(block.bn1) is nn.BatchNorm1d
+            and type(block.bn2) is nn.BatchNorm1d
+            and type(block.relu) is nn.ReLU
+            and (
+                type(shortcut) is nn.Identity
+                or (
+                    type(shortcut) is nn.Sequential
+                    and len(shortcut) == 2
+                    and _standard_conv(shortcut[0])
+                    and type(shortcut[1]) is nn.BatchNorm1d
+                )
+            )
+        )
+        if not standard:
+            return False
+    return True
+
+
 def _block_nhwc(block, x):
     """A ResNet basic block on ``x`` of shape (N, C, 1, L), channels-last."""
     out = F.relu(_conv_bn_nhwc(x, block.conv1, block.bn1))
@@ -483,14 +538,18 @@ def _block_nhwc(block, x):
     return F.relu(out + shortcut)
 
 
-def resnet_forward(encoder, x):
+def resnet_forward(encoder, x, block_type):
     """:class:`~sklearn_crocs.nn.ResNet1dEncoder`'s function on ``x``, by the fast path.
 
     The 1-D layers run as 2-D ones on ``(batch, channels, 1, time)`` in the
     channels-last layout, where oneDNN's convolutions are faster on CPU;
     without autograd in evaluation mode each batch norm is folded into its
-    convolution.
+    convolution. ``block_type`` is the encoder's own residual block class: if
+    a block is of another type, or any layer was replaced or edited (see
+    :func:`_standard_resnet`), the modules run as they are.
     """
+    if not _standard_resnet(encoder, block_type):
+        return encoder.head(encoder.blocks(encoder.stem(x)))
     h = x.unsqueeze(2).contiguous(memory_format=torch.channels_last)
     conv, bn, _, pool = encoder.stem
     h = F.relu(_conv_bn_nhwc(h, conv, bn))

@@ -1,33 +1,26 @@
 """The skorch net behind :class:`~sklearn_crocs.CROCSClusterer`.
 
-Training batches are sliced from one contiguous tensor (shuffled by a seeded
-permutation each epoch) instead of going through a per-sample
-``Dataset.__getitem__`` and a collate function, and inference runs under
-:func:`torch.inference_mode`. On a CUDA device, each batch is gathered and
-copied to the device in a background thread while the step before it runs.
+Its data (datasets, batches) are in ``_data.py`` and its callbacks in
+``_callbacks.py``. Inference runs under :func:`torch.inference_mode`, in
+batches sized by the module's largest activation on CPU.
 """
 
-import warnings
-from concurrent.futures import ThreadPoolExecutor
-from copy import deepcopy
-
 import numpy as np
-import scipy.sparse as sp
 import torch
-from sklearn.utils import assert_all_finite
 from skorch import NeuralNet
-from skorch.callbacks import Callback, EarlyStopping
+from skorch.dataset import unpack_data
 from skorch.hf import AccelerateMixin
 from skorch.utils import to_device
-from torch.utils.data import DataLoader, Dataset
 
-__all__ = ["AcceleratedCROCSNet", "ArrayDataset", "CROCSNet"]
+from .._doc_link import DocLinkMixin
+from ._data import ArrayDataset, BatchIterator, training_loader
+
+__all__ = ["AcceleratedCROCSNet", "CROCSNet"]
 
 # Inference batches are sized so that their largest intermediate tensor stays
-# within this many bytes (with predict_batch_size="auto", on CPU). With 16 MiB,
-# glibc's allocator returned and re-mapped the buffers between batches in some
-# processes (70,000 page faults per 10,240 frames of the paper's CNN, 2-4x
-# slower); 8 MiB kept them mapped.
+# within this many bytes (with predict_batch_size="auto", on CPU): with 16 MiB,
+# glibc returned the buffers to the kernel and mapped them again between
+# batches in some processes (the Performance page has the figures).
 _ACTIVATION_BYTES = 8 * 2**20
 # ... and hold at most this many samples (fewer Python steps per frame than
 # the training batch, for small models, without unbounded batches).
@@ -60,333 +53,7 @@ def _auto_batch_size(module, batch_size, device="cpu"):
     return max(1, min(_MAX_INFERENCE_BATCH, _ACTIVATION_BYTES // per_sample))
 
 
-def is_lazy_array(X):
-    """Whether ``X`` is read batch by batch instead of loaded whole.
-
-    Memory maps and array-likes with ``shape``, ``dtype`` and slicing that
-    are not in-memory arrays (``h5py.Dataset``, ``zarr.Array``, dask arrays)
-    are lazy; in-memory ndarrays, tensors, lists, DataFrames and sparse
-    matrices are not.
-    """
-    if isinstance(X, np.memmap):
-        return True
-    if isinstance(X, (np.ndarray, torch.Tensor)) or hasattr(X, "iloc") or sp.issparse(X):
-        return False
-    return all(hasattr(X, name) for name in ("shape", "dtype", "__getitem__"))
-
-
-def _take(X, rows):
-    """Rows ``rows`` (increasing int64 ndarray) of an array-like, as an ndarray."""
-    if hasattr(X, "oindex"):  # zarr: integer arrays go through orthogonal selection
-        return np.asarray(X.oindex[rows])
-    return np.asarray(X[rows])  # numpy, memmap, h5py (increasing rows only), dask
-
-
-class ArrayDataset(Dataset):
-    """Signals and prototype indices, held whole or read batch by batch.
-
-    Read more in the :ref:`User Guide <method>`.
-
-    Parameters
-    ----------
-    X : array-like of shape (n_samples, n_leads, n_timepoints)
-        Signals. An in-memory ndarray or tensor is wrapped as one tensor
-        (without a copy when it is C-contiguous float32), and so is a
-        C-contiguous float32 memory map. Other memory maps and lazy
-        array-likes (``h5py.Dataset``, ``zarr.Array``, dask array: anything
-        with ``shape``, ``dtype`` and integer-array indexing) are read batch
-        by batch, only the rows a batch needs, and converted to float32.
-    y : array-like of shape (n_samples,), default=None
-        Index of each sample's attribute combination.
-    indices : array-like of int, default=None
-        The rows of ``X`` (and ``y``) that make up this dataset, in this
-        order; ``None`` means all. Training and validation sets of one
-        array share it this way instead of copying it.
-    sample_shape : tuple of int, default=None
-        Shape each sample is given, for example ``(1, n_timepoints)`` for
-        the rows of a 2-D ``X``; ``None`` keeps ``X.shape[1:]``.
-    check_finite : bool, default=False
-        Raise ``ValueError`` (scikit-learn's messages) when a batch drawn by
-        :class:`CROCSNet` holds NaN or infinity. Each batch is checked just
-        before the network reads it, while it is in the CPU caches, instead
-        of in a separate pass over the whole (possibly memory-mapped) input.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_crocs.nn import ArrayDataset
-    >>> dataset = ArrayDataset(np.zeros((4, 1, 2500), dtype=np.float32), [0, 1, 1, 2])
-    >>> len(dataset)
-    4
-    >>> signal, target = dataset[1]
-    >>> tuple(signal.shape), int(target)
-    ((1, 2500), 1)
-    >>> part = ArrayDataset(np.zeros((4, 2500)), [0, 1, 1, 2], indices=[3, 0],
-    ...                     sample_shape=(1, 2500))
-    >>> len(part), int(part[0][1])
-    (2, 2)
-    """
-
-    def __init__(self, X, y=None, *, indices=None, sample_shape=None, check_finite=False):
-        self.check_finite = check_finite
-        # A float32 C-contiguous memory map is wrapped like an in-memory array:
-        # torch reads its pages as batches gather rows, without a copy.
-        wrappable = isinstance(X, np.memmap) and X.dtype == np.float32 and X.flags.c_contiguous
-        self.lazy = is_lazy_array(X) and not wrappable
-        n = X.shape[0] if hasattr(X, "shape") else len(X)
-        self.sample_shape = tuple(X.shape[1:]) if sample_shape is None else tuple(sample_shape)
-        if self.lazy:
-            self.X = X
-        else:
-            with warnings.catch_warnings():
-                # Read-only arrays (memory maps) are wrapped as they are: the net
-                # only ever reads its inputs, so torch's warning does not apply.
-                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-                self.X = torch.as_tensor(X)
-            if sample_shape is not None:
-                self.X = self.X.view(n, *self.sample_shape)
-        self.y = None if y is None else torch.as_tensor(y, dtype=torch.long)
-        if self.y is not None and len(self.y) != n:
-            raise ValueError(f"X and y have different lengths: {n} and {len(self.y)}.")
-        self.indices = None if indices is None else np.asarray(indices, dtype=np.int64)
-        self._n_rows = n
-
-    def __len__(self):
-        return self._n_rows if self.indices is None else len(self.indices)
-
-    def __getitem__(self, i):
-        X, y = self.batch(np.array([i]))
-        return X[0], (y[0] if y is not None else torch.tensor(0))
-
-    def batch(self, positions):
-        """Signals and targets (or None) at ``positions``: a slice or an int ndarray.
-
-        The signals are checked for NaN and infinity when ``check_finite``.
-        """
-        rows = positions if self.indices is None else self.indices[positions]
-        if isinstance(rows, slice):
-            X = self.X[rows]
-            if self.lazy:
-                X = torch.from_numpy(self._as_samples(np.asarray(X)))
-        elif not self.lazy:
-            X = self.X.index_select(0, torch.from_numpy(rows))
-        else:
-            # Storage is read in increasing row order (h5py requires it; disks
-            # prefer it); the batch keeps its drawn order.
-            order = np.argsort(rows, kind="stable")
-            X = np.empty((len(rows), *self.sample_shape), dtype=np.float32)
-            X[order] = self._as_samples(_take(self.X, rows[order]))
-            X = torch.from_numpy(X)
-        if self.check_finite:
-            _check_finite(X)
-        if self.y is None:
-            return X, None
-        return X, self.y[rows if isinstance(rows, slice) else torch.from_numpy(rows)]
-
-    def _as_samples(self, block):
-        return np.ascontiguousarray(block, dtype=np.float32).reshape(-1, *self.sample_shape)
-
-
-_END = object()
-
-
-def _prefetch(batches, load):
-    """Yield ``load(batch)`` for each of ``batches``, the next one prepared in a background thread.
-
-    While the caller works on one batch, a worker thread draws the next from
-    ``batches`` and calls ``load`` on it; an exception raised there is raised
-    here, where that batch would have been yielded. One batch at most is
-    prepared ahead.
-    """
-    iterator = iter(batches)
-
-    def next_loaded():
-        batch = next(iterator, _END)
-        return batch if batch is _END else load(batch)
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="crocs-batches") as pool:
-        pending = pool.submit(next_loaded)
-        while (batch := pending.result()) is not _END:
-            pending = pool.submit(next_loaded)
-            yield batch
-
-
-def _to_cuda_loader(device):
-    """``load`` for :func:`_prefetch`: pinned host copy, then an asynchronous copy to ``device``.
-
-    The copies are queued on the stream current at the call (the caller's),
-    so that the steps queued after them on that stream see the batch.
-    """
-    stream = torch.cuda.current_stream(device)
-
-    def load(batch):
-        with torch.cuda.stream(stream):
-            return tuple(
-                None if t is None else t.pin_memory().to(device, non_blocking=True) for t in batch
-            )
-
-    return load
-
-
-class _BatchSampler:
-    """The positions of each mini-batch of one pass over ``n`` samples.
-
-    With ``shuffle=True`` each pass draws a new permutation from
-    ``np.random.default_rng([seed, pass_index])``; ``pass_index`` counts up
-    from its initial value with every pass (skorch builds the training
-    iterator once per fit and iterates over it once per epoch). A trailing
-    batch of a single sample is merged into the previous one during training,
-    because batch normalisation cannot train on one sample; no sample is
-    dropped. Batches are slices in order, or int64 arrays of the permutation;
-    with ``lists=True``, lists, as a ``batch_sampler`` of
-    :class:`torch.utils.data.DataLoader` that Accelerate can shard.
-    """
-
-    drop_last = False
-
-    def __init__(self, n, batch_size, *, shuffle=False, seed=0, pass_index=0, lists=False):
-        self.n = n
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.pass_index = pass_index
-        self.lists = lists
-
-    def _bounds(self):
-        starts = list(range(0, self.n, self.batch_size))
-        stops = starts[1:] + [self.n]
-        if self.shuffle and len(starts) > 1 and stops[-1] - starts[-1] == 1:
-            starts.pop()
-            stops.pop(-2)
-        return list(zip(starts, stops))
-
-    def __len__(self):
-        return len(self._bounds())
-
-    def __iter__(self):
-        order = np.arange(self.n) if self.lists else None
-        if self.shuffle:
-            rng = np.random.default_rng([self.seed, self.pass_index])
-            self.pass_index += 1
-            order = rng.permutation(self.n)
-        for start, stop in self._bounds():
-            if order is None:
-                yield slice(start, stop)
-            else:
-                yield order[start:stop].tolist() if self.lists else order[start:stop]
-
-
-class _Fetcher(Dataset):
-    """An :class:`ArrayDataset` for a ``DataLoader``: one read per batch of positions."""
-
-    def __init__(self, dataset):
-        self.dataset = dataset
-
-    def __len__(self):
-        return len(self.dataset)
-
-    def __getitems__(self, positions):
-        return self.dataset.batch(np.asarray(positions, dtype=np.int64))
-
-
-def _identity(batch):
-    return batch
-
-
-class _BatchIterator:
-    """Iterate over an :class:`ArrayDataset` in the mini-batches of a :class:`_BatchSampler`.
-
-    In order, batches are views of contiguous rows; shuffled, each is gathered
-    with one ``index_select`` (or, for a lazy array, one read of its rows).
-
-    With a CUDA ``device``, batches are yielded on that device: each is
-    gathered, pinned and copied there in a background thread while the caller
-    works on the one before (see :func:`_prefetch`). A training step ends
-    with skorch reading its loss, which waits for the device; gathering the
-    next batch only then and
-    copying it from pageable memory would leave the GPU idle meanwhile.
-    """
-
-    def __init__(self, dataset, batch_size, *, shuffle=False, seed=0, pass_index=0, device=None):
-        self.dataset = dataset
-        self.batches = _BatchSampler(
-            len(dataset), batch_size, shuffle=shuffle, seed=seed, pass_index=pass_index
-        )
-        self.device = device
-
-    def __len__(self):
-        return len(self.batches)
-
-    def __iter__(self):
-        device = torch.device(self.device or "cpu")
-        if device.type == "cuda":
-            return _prefetch(self._host_batches(), _to_cuda_loader(device))
-        return self._host_batches()
-
-    def _host_batches(self):
-        for positions in self.batches:
-            yield self.dataset.batch(positions)
-
-
-def _check_finite(X):
-    """Raise scikit-learn's ``ValueError`` if the tensor ``X`` holds NaN or infinity.
-
-    The sum of finite values is finite unless it overflows, so one torch sum
-    clears almost every batch, several times faster than
-    :func:`sklearn.utils.assert_all_finite`; only when the sum is not finite
-    does scikit-learn's check decide, with its own message.
-    """
-    if X.is_floating_point() and not torch.isfinite(X.sum()):
-        assert_all_finite(X.numpy(force=True), input_name="X")
-
-
-class KeepBestState(Callback):
-    """Restore the encoder *and* the prototypes of the epoch with the best monitored score.
-
-    skorch's ``EarlyStopping(load_best=True)`` restores only ``module_``; the
-    prototypes live in ``criterion_`` and must be restored with it.
-
-    Parameters
-    ----------
-    monitor : str, default="valid_loss"
-        History key whose ``<monitor>_best`` flag (set by skorch's scoring
-        callbacks) marks the best epoch.
-    """
-
-    def __init__(self, monitor="valid_loss"):
-        self.monitor = monitor
-
-    def initialize(self):
-        self.best_state_ = None
-        self.best_epoch_ = None
-        return self
-
-    def on_epoch_end(self, net, **kwargs):
-        if net.history[-1].get(f"{self.monitor}_best"):
-            self.best_epoch_ = net.history[-1, "epoch"]
-            self.best_state_ = {
-                "module": deepcopy(net.module_.state_dict()),
-                "criterion": deepcopy(net.criterion_.state_dict()),
-            }
-
-    def on_train_end(self, net, **kwargs):
-        if self.best_state_ is not None:
-            if self.best_epoch_ != net.history[-1, "epoch"]:
-                net.module_.load_state_dict(self.best_state_["module"])
-                net.criterion_.load_state_dict(self.best_state_["criterion"])
-            self.best_state_ = None  # do not carry a second copy into pickles
-
-
-def early_stopping_callbacks(monitor, patience, sink):
-    """Named skorch callbacks: stop when ``monitor`` has not improved by a relative
-    1e-4 for ``patience`` epochs, and keep the weights of the best epoch."""
-    stop = EarlyStopping(
-        monitor=monitor, patience=patience, threshold=1e-4, threshold_mode="rel", sink=sink
-    )
-    return [("early_stopping", stop), ("keep_best", KeepBestState(monitor=monitor))]
-
-
-class CROCSNet(NeuralNet):
+class CROCSNet(DocLinkMixin, NeuralNet):
     """skorch ``NeuralNet`` whose criterion is a :class:`~sklearn_crocs.nn.CROCSLoss`.
 
     Differences from :class:`skorch.NeuralNet`:
@@ -401,9 +68,11 @@ class CROCSNet(NeuralNet):
       and copies it to the device while the current step runs;
     - inference runs under :func:`torch.inference_mode`, with the modules
       set to evaluation mode once per call rather than before every batch;
-    - modules already in the requested training or evaluation mode are left
-      as they are (skorch sets the mode before every batch, and
-      ``Module.train`` walks every submodule).
+    - its training, validation and inference steps set ``module_`` and
+      ``criterion_`` to training or evaluation mode only where they are not
+      in it already (skorch sets the mode before every batch, and
+      ``Module.train`` walks every submodule); modules that a subclass
+      registers besides these two are the subclass's to set.
 
     Read more in the :ref:`User Guide <method>`.
 
@@ -468,7 +137,7 @@ class CROCSNet(NeuralNet):
         if not isinstance(dataset, ArrayDataset):
             return super().get_iterator(dataset, training=training)
         if training:
-            return _BatchIterator(
+            return BatchIterator(
                 dataset,
                 self.batch_size,
                 shuffle=True,
@@ -476,7 +145,7 @@ class CROCSNet(NeuralNet):
                 pass_index=len(self.history),
                 device=self._batch_device(),
             )
-        return _BatchIterator(dataset, self._inference_batch_size(), device=self._batch_device())
+        return BatchIterator(dataset, self._inference_batch_size(), device=self._batch_device())
 
     def fit_loop(self, X, y=None, epochs=None, **fit_params):
         """skorch's fit loop, with a generator for ``augment`` seeded from ``shuffle_seed``."""
@@ -523,14 +192,32 @@ class CROCSNet(NeuralNet):
         self._record_loss_parts()
         return step
 
-    def validation_step(self, batch, **fit_params):
-        step = super().validation_step(batch, **fit_params)
-        self._record_loss_parts()
-        return step
+    def train_step_single(self, batch, **fit_params):
+        """skorch's single training step, with the modes set only where they differ."""
+        self._set_modes(True)
+        Xi, yi = unpack_data(batch)
+        y_pred = self.infer(Xi, **fit_params)
+        loss = self.get_loss(y_pred, yi, X=Xi, training=True)
+        loss.backward()
+        return {"loss": loss, "y_pred": y_pred}
 
-    def _set_training(self, training=True):
-        for name in self._modules + self._criteria:
-            module = getattr(self, name + "_")
+    def validation_step(self, batch, **fit_params):
+        """skorch's validation step, with the modes set only where they differ."""
+        self._set_modes(False)
+        Xi, yi = unpack_data(batch)
+        with torch.no_grad():
+            y_pred = self.infer(Xi, **fit_params)
+            loss = self.get_loss(y_pred, yi, X=Xi, training=False)
+        self._record_loss_parts()
+        return {"loss": loss, "y_pred": y_pred}
+
+    def _set_modes(self, training):
+        """Set ``module_`` and ``criterion_`` to training or evaluation mode, where they are not.
+
+        Called before every batch (as skorch does); a module whose
+        submodules are all in that mode already is left as it is.
+        """
+        for module in (self.module_, self.criterion_):
             if isinstance(module, torch.nn.Module) and any(
                 m.training != training for m in module.modules()
             ):
@@ -540,7 +227,7 @@ class CROCSNet(NeuralNet):
         if training:
             return super().evaluation_step(batch, training=True)
         self.check_is_fitted()
-        self._set_training(False)
+        self._set_modes(False)
         return self._infer_batch(batch)
 
     def _infer_batch(self, batch):
@@ -553,8 +240,7 @@ class CROCSNet(NeuralNet):
 
         In inference (``training=False``) the net is checked and its modules
         set to evaluation mode once per call, not before every batch as
-        :meth:`evaluation_step` does (3 % of a ``transform`` of 256-frame
-        batches of the paper's CNN); each batch runs under
+        :meth:`evaluation_step` does; each batch runs under
         :func:`torch.inference_mode`.
         """
         if training:
@@ -562,7 +248,7 @@ class CROCSNet(NeuralNet):
             return
         self.check_is_fitted()
         iterator = self.get_iterator(self.get_dataset(X), training=False)
-        self._set_training(False)
+        self._set_modes(False)
         for batch in iterator:
             yield to_device(self._infer_batch(batch), device=device)
 
@@ -638,15 +324,9 @@ class AcceleratedCROCSNet(AccelerateMixin, CROCSNet):
             return CROCSNet.get_iterator(self, dataset, training=False)
         if not isinstance(dataset, ArrayDataset):
             return super().get_iterator(dataset, training=True)  # AccelerateMixin's
-        batches = _BatchSampler(
-            len(dataset),
-            self.batch_size,
-            shuffle=True,
-            seed=self.shuffle_seed,
-            pass_index=len(self.history),
-            lists=True,
+        loader = training_loader(
+            dataset, self.batch_size, seed=self.shuffle_seed, pass_index=len(self.history)
         )
-        loader = DataLoader(_Fetcher(dataset), batch_sampler=batches, collate_fn=_identity)
         return self.accelerator.prepare(loader)
 
     def evaluation_step(self, batch, training=False):

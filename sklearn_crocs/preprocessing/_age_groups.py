@@ -9,8 +9,10 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.preprocessing import KBinsDiscretizer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._doc_link import DocLinkMixin
 
-class AgeGroupEncoder(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+
+class AgeGroupEncoder(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Discretise age into quantile groups learned on the training data.
 
     The paper turns age into quartiles. The bin edges are the quantiles of the

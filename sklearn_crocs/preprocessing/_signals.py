@@ -20,6 +20,8 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import validate_data
 
+from .._doc_link import DocLinkMixin
+
 _NORMALIZE_METHODS = ("zscore", "minmax")
 
 
@@ -300,7 +302,7 @@ def normalize_frames(X, method="zscore"):
     return _normalize(X, method)
 
 
-class FrameNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class FrameNormalizer(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Normalise each frame and lead on its own (stateless transformer).
 
     The scikit-learn counterpart of :func:`normalize_frames` for use in a
@@ -486,7 +488,7 @@ def _condition(X, fs, target_fs, bandpass, notch, normalize):
     return X
 
 
-class SignalConditioner(TransformerMixin, BaseEstimator):
+class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
     """Condition raw ECG recordings: band-pass, mains notch, resampling, per-lead scaling.
 
     Brings recordings as exported by a hospital or read from PhysioNet (in

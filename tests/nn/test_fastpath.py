@@ -428,3 +428,44 @@ def test_resnet_inference_folds_batch_norms_into_convolutions(monkeypatch):
     assert calls == []
     encoder(x)  # autograd on: the batch norms run
     assert calls
+
+
+@pytest.mark.parametrize("edit", ["block_relu", "stem_relu", "conv_subclass", "other_block"])
+def test_resnet_edited_layers_run_through_the_modules(edit):
+    from sklearn_crocs.nn._encoders import _BasicBlock1d
+
+    torch.manual_seed(0)
+    encoder = ResNet1dEncoder(2, 200, 8, channels=(4, 8)).double()
+    _randomise_batch_norms(encoder)
+    assert _fastpath._standard_resnet(encoder, _BasicBlock1d)
+    if edit == "block_relu":  # the fast path applied F.relu where the block has Tanh
+        encoder.blocks[1].relu = nn.Tanh()
+    elif edit == "stem_relu":
+        encoder.stem[2] = nn.LeakyReLU(0.1)
+    elif edit == "conv_subclass":  # a subclass may change what the layer computes
+
+        class ScaledConv1d(nn.Conv1d):
+            def forward(self, x):
+                return 2 * super().forward(x)
+
+        old = encoder.blocks[0].conv2
+        conv = ScaledConv1d(4, 4, 3, padding=1, bias=False).double()
+        conv.load_state_dict(old.state_dict())
+        encoder.blocks[0].conv2 = conv
+    else:
+
+        class OtherBlock(_BasicBlock1d):
+            def forward(self, x):
+                return super().forward(x) + 1
+
+        block = OtherBlock(4, 8, 3, 2).double()
+        block.load_state_dict(encoder.blocks[1].state_dict())
+        encoder.blocks[1] = block
+    assert not _fastpath._standard_resnet(encoder, _BasicBlock1d)
+    x = torch.randn(5, 2, 200, dtype=torch.float64)
+    for mode in (True, False):
+        encoder.train(mode)
+        plain = encoder.head(encoder.blocks(encoder.stem(x)))
+        torch.testing.assert_close(encoder(x), plain)
+        with torch.inference_mode():
+            torch.testing.assert_close(encoder(x), encoder.head(encoder.blocks(encoder.stem(x))))
