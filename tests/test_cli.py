@@ -19,6 +19,7 @@ import pytest
 import sklearn_crocs
 from sklearn_crocs import _cli
 from sklearn_crocs._cli import main
+from sklearn_crocs.datasets._base import STANDARD_LEADS
 
 # Every test here reuses the models fitted once per module.
 pytestmark = pytest.mark.xdist_group("cli")
@@ -577,20 +578,7 @@ def test_fit_and_search_on_edf_files(edf_folder, tmp_path):
     assert "read 30 of 30 records of" in err and "12 leads x 250 samples at 50 Hz" in err
     assert "Trained on 60 frames of 30 records" in out
     settings = json.loads((model / "settings.json").read_text())
-    assert settings["lead_names"] == [
-        "I",
-        "II",
-        "III",
-        "aVR",
-        "aVL",
-        "aVF",
-        "V1",
-        "V2",
-        "V3",
-        "V4",
-        "V5",
-        "V6",
-    ]
+    assert settings["lead_names"] == list(STANDARD_LEADS)
     # One EDF file on its own, and a search over the folder.
     one = sorted(edf_folder.glob("*.edf"))[0]
     status, _, err = run("predict", one, "--model", model, "--out", tmp_path / "p.csv", "--quiet")
