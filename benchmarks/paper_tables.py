@@ -169,9 +169,10 @@ def paper_split(signals, attributes, groups, *, normalize, instances, random_sta
     combinations of their own). The split is stratified by class (the first
     attribute), so that every class is in each part; age quartiles are those
     of the training patients (one age per patient). Frames are cut from the
-    selected records only, so the full signals are never copied. Returns the
-    ``X``/``y``/``groups`` of ``train`` and ``test``; the validation
-    patients (20 %) are held out, as in the paper, and not used.
+    training and test records only, so the validation records are never
+    copied. Returns the ``X``/``y``/``groups`` of ``train`` and ``test``; the
+    validation patients (20 %, the split the paper reported on) are held out
+    unused, since nothing is tuned.
     """
     known = np.flatnonzero(attributes.notna().all(axis=1).to_numpy())
     attributes = attributes.iloc[known].reset_index(drop=True)
@@ -185,7 +186,7 @@ def paper_split(signals, attributes, groups, *, normalize, instances, random_sta
     attributes["age"] = pd.Categorical(
         ages.transform(attributes[["age"]]).ravel(), categories=ages.labels_, ordered=True
     )
-    out = Bunch(n_excluded=len(signals) - len(known))
+    out = Bunch()
     for part, records in (("train", train), ("test", test)):
         X, y, part_groups = make_frames(
             signals[known[records]], FRAME_LENGTH,
