@@ -37,6 +37,19 @@ Protocol (every number is a mean (std) over the seeds; one patient split per see
   training patients): CROCS, DTC and KM EP train on them; the unsupervised
   methods keep all training ECGs and name their clusters from the 10 %.
 
+With ``--dataset ptbxl`` or ``--dataset chapman`` the same experiments
+(without the sweeps) run on the paper's datasets, read from ``--data-home``
+with the package's loaders and the paper's protocol (Sec. 5, App. A):
+PTB-XL (``load_ptbxl``: 500 Hz, records with one diagnostic superclass, two
+2500-sample frames per record, each frame z-scored; 5 superclasses x sex x
+age quartile = 40 combinations) and Chapman (``load_chapman`` resampled to
+250 Hz: one 2500-sample frame per record, each lead a single-lead instance
+scaled to [0, 1]; 4 rhythm groups x sex x age quartile = 32 combinations);
+records with an unknown attribute are left out; a 60:20:20 patient split per
+seed (``patient_split``, stratified by class), age quartiles of the training
+patients; models train on the 60 %, every score is on the test 20 %, and
+the validation 20 % is held out unused (nothing is tuned).
+
 Every other model uses CROCSClusterer's defaults (encoder, embedding size,
 learning rate, batch size, 40 epochs without an early-stopping split),
 except DeepCluster and SeLA, which train the paper's 30 epochs of
@@ -47,6 +60,7 @@ Usage::
 
     python benchmarks/paper_tables.py [--seeds 0 1 2 3 4] [--n-jobs 1] [--output-dir paper_tables]
     python benchmarks/paper_tables.py --quick   # one seed, 2 epochs: a smoke test
+    python benchmarks/paper_tables.py --dataset ptbxl --data-home DIR [--cache-dir CACHE]
 
 Writes ``tables.md`` (Markdown, mean (std), best mean per column in bold),
 one CSV per table (means and standard deviations), ``raw.csv`` (every seed)
@@ -69,6 +83,7 @@ import torch
 from joblib import Parallel, delayed
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import GroupShuffleSplit
+from sklearn.utils import Bunch
 from threadpoolctl import threadpool_limits
 
 from sklearn_crocs import CROCSClusterer, PrototypeRetriever, paper_params
@@ -83,12 +98,24 @@ from sklearn_crocs.baselines import (
     SeLA,
     map_clusters,
 )
-from sklearn_crocs.datasets import load_ludb_instances, load_ptbxl_sample_frames
+from sklearn_crocs.datasets import (
+    load_chapman,
+    load_ludb_instances,
+    load_ptbxl,
+    load_ptbxl_sample_frames,
+    patient_split,
+)
 from sklearn_crocs.metrics import (
     attribute_accuracy_score,
     attribute_ami_score,
     chance_precision_at_k,
     retrieval_report,
+)
+from sklearn_crocs.preprocessing import (
+    AgeGroupEncoder,
+    leads_as_instances,
+    make_frames,
+    normalize_frames,
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -117,10 +144,90 @@ def load_ludb_lead_ii(random_state):
     return data
 
 
+# The paper's protocol (Sec. 5 and App. A): 2500-sample frames; PTB-XL at 500 Hz
+# (two 5-s frames per record, single-label records, z-scored frames), Chapman
+# resampled to 250 Hz (one frame per record, each lead an instance, frames
+# scaled to [0, 1]); 60:20:20 patient splits; age quartiles.
+FRAME_LENGTH = 2500
+VAL_SIZE = TEST_SIZE = 0.2
+N_AGE_GROUPS = 4
+# Where fetch_ptbxl and fetch_chapman put each dataset under their data_home.
+DATA_FOLDERS = {"ptbxl": "ptb-xl-1.0.3", "chapman": "ecg-arrhythmia-1.0.0"}
+
+
+def find_dataset_folder(data_home, name, marker):
+    """The dataset's folder: ``data_home`` itself, or the fetcher's folder inside it."""
+    data_home = Path(data_home).expanduser()
+    nested = data_home / DATA_FOLDERS[name]
+    return nested if not (data_home / marker).exists() and nested.is_dir() else data_home
+
+
+def paper_split(signals, attributes, groups, *, normalize, instances, random_state):
+    """The paper's protocol on loaded records: 60:20:20 patient split, frames, age quartiles.
+
+    Records with an unknown attribute are left out (they would form
+    combinations of their own). The split is stratified by class (the first
+    attribute), so that every class is in each part; age quartiles are those
+    of the training patients (one age per patient). Frames are cut from the
+    training and test records only, so the validation records are never
+    copied. Returns the ``X``/``y``/``groups`` of ``train`` and ``test``; the
+    validation patients (20 %, the split the paper reported on) are held out
+    unused, since nothing is tuned.
+    """
+    known = np.flatnonzero(attributes.notna().all(axis=1).to_numpy())
+    attributes = attributes.iloc[known].reset_index(drop=True)
+    groups = np.asarray(groups)[known]
+    train, _, test = patient_split(
+        groups, stratify=attributes.iloc[:, 0], val_size=VAL_SIZE, test_size=TEST_SIZE,
+        random_state=random_state,
+    )  # fmt: skip
+    patients = pd.DataFrame({"patient": groups[train], "age": attributes["age"].iloc[train]})
+    ages = AgeGroupEncoder(n_groups=N_AGE_GROUPS).fit(patients.drop_duplicates("patient")[["age"]])
+    attributes["age"] = pd.Categorical(
+        ages.transform(attributes[["age"]]).ravel(), categories=ages.labels_, ordered=True
+    )
+    out = Bunch()
+    for part, records in (("train", train), ("test", test)):
+        X, y, part_groups = make_frames(
+            signals[known[records]], FRAME_LENGTH,
+            attributes=attributes.iloc[records].reset_index(drop=True), groups=groups[records],
+        )  # fmt: skip
+        if instances:
+            X, y, part_groups, _ = leads_as_instances(X, y, part_groups)
+        out[f"X_{part}"] = normalize_frames(X, method=normalize)
+        out[f"y_{part}"] = y.reset_index(drop=True)
+        out[f"groups_{part}"] = part_groups
+    return out
+
+
+def load_ptbxl_paper(data_home, random_state, cache_dir=None):
+    """PTB-XL as in the paper: 5 superclasses x sex x age quartile (40 combinations)."""
+    folder = find_dataset_folder(data_home, "ptbxl", "ptbxl_database.csv")
+    # 500 Hz, records with exactly one diagnostic superclass: load_ptbxl's defaults.
+    ptbxl = load_ptbxl(folder, sampling_rate=500, single_label=True, cache_dir=cache_dir)
+    return paper_split(
+        ptbxl.data, ptbxl.attributes, ptbxl.groups,
+        normalize="zscore", instances=False, random_state=random_state,
+    )  # fmt: skip
+
+
+def load_chapman_paper(data_home, random_state, cache_dir=None):
+    """Chapman as in the paper: 4 rhythm groups x sex x age quartile (32 combinations)."""
+    folder = find_dataset_folder(data_home, "chapman", "Diagnostics.xlsx")
+    chapman = load_chapman(folder, target_fs=250, cache_dir=cache_dir)
+    return paper_split(
+        chapman.data, chapman.attributes, chapman.groups,
+        normalize="minmax", instances=True, random_state=random_state,
+    )  # fmt: skip
+
+
 LOADERS = {"PTB-XL sample": load_ptbxl_sample_frames, "LUDB": load_ludb_lead_ii}
+# The paper's datasets, read from --data-home: {--dataset: (name, loader)}.
+FULL_DATASETS = {"ptbxl": ("PTB-XL", load_ptbxl_paper), "chapman": ("Chapman", load_chapman_paper)}
 # The paper's dataset whose settings each dataset takes: LUDB's lead-II
 # instances (one lead, 2500 samples at 250 Hz) are shaped like Chapman's frames.
-PAPER_DATASETS = {"PTB-XL sample": "ptbxl", "LUDB": "chapman"}
+PAPER_DATASETS = {"PTB-XL sample": "ptbxl", "LUDB": "chapman", "PTB-XL": "ptbxl",
+                  "Chapman": "chapman"}  # fmt: skip
 # The two CROCS configurations of Tables 1 and 2.
 DEFAULTS_ROW = "package defaults"
 PAPER_ROW = "paper settings"
@@ -211,18 +318,22 @@ def split_scores(values):
     return {k: v for k, v in values.items() if k not in retrieval}, retrieval
 
 
-def run_task(dataset, seed, quick, max_ecgs, figures):
-    """Every experiment on one dataset and one seed: a list of result rows."""
+def run_task(dataset, load, seed, quick, max_ecgs, figures):
+    """Every experiment on one dataset (``load(random_state=seed)``) and seed: result rows."""
     if figures is not None:
         import matplotlib
 
         matplotlib.use("Agg")
-    data = LOADERS[dataset](random_state=seed)
+    data = load(random_state=seed)
     X, y, groups = data.X_train, data.y_train, data.groups_train
-    X_test, y_test = data.X_test, data.y_test
+    X_test, y_test, groups_test = data.X_test, data.y_test, data.groups_test
     if max_ecgs:  # a small subset, for smoke tests only
         X, y, groups = X[:max_ecgs], y.iloc[:max_ecgs], groups[:max_ecgs]
-        X_test, y_test = X_test[:max_ecgs], y_test.iloc[:max_ecgs]
+        X_test, y_test, groups_test = (
+            X_test[:max_ecgs],
+            y_test.iloc[:max_ecgs],
+            groups_test[:max_ecgs],
+        )
     n_combinations = int(np.prod(y.nunique().to_numpy()))
     n_classes = y.iloc[:, 0].nunique()
     epochs = {"max_epochs": QUICK_EPOCHS} if quick else {}
@@ -245,6 +356,11 @@ def run_task(dataset, seed, quick, max_ecgs, figures):
 
     def crocs(X_fit, y_fit, groups_fit, **params):
         return fit(CROCSClusterer(**params, **epochs, random_state=seed), X_fit, y_fit, groups_fit)
+
+    # What was trained and scored, shown above the dataset's tables.
+    add("data", "data", {"train ECGs": len(X), "train patients": len(np.unique(groups)),
+                         "test ECGs": len(X_test), "test patients": len(np.unique(groups_test)),
+                         "combinations": n_combinations})  # fmt: skip
 
     # Majority predictor and random retrieval: what any method must beat.
     majority = pd.DataFrame({c: [y[c].astype(str).mode()[0]] * len(y_test) for c in y.columns})
@@ -417,6 +533,14 @@ def write_outputs(rows, output_dir, header):
     pd.DataFrame(rows).to_csv(output_dir / "raw.csv", index=False)
     parts = [header]
     for dataset in dict.fromkeys(row["dataset"] for row in rows):
+        data = [r for r in rows if r["dataset"] == dataset and r["experiment"] == "data"]
+        if data:
+            d = data[0]
+            parts.append(
+                f"{dataset} (first seed): {d['train ECGs']} training ECGs of "
+                f"{d['train patients']} patients, {d['test ECGs']} test ECGs of "
+                f"{d['test patients']} patients, {d['combinations']} attribute combinations."
+            )
         for experiment, title in TABLES.items():
             # Built from this table's rows, so that its columns come in its
             # dataset's attribute order.
@@ -439,7 +563,19 @@ def write_outputs(rows, output_dir, header):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--datasets", nargs="+", choices=list(LOADERS), default=list(LOADERS))
+    parser.add_argument(
+        "--dataset", choices=["sample", *FULL_DATASETS], default="sample",
+        help="sample: the bundled PTB-XL sample and LUDB; ptbxl, chapman: the paper's "
+        "datasets, read from --data-home with the paper's protocol",
+    )  # fmt: skip
+    parser.add_argument("--datasets", nargs="+", choices=list(LOADERS), default=list(LOADERS),
+                        help="with --dataset sample: which bundled datasets")  # fmt: skip
+    parser.add_argument("--data-home", type=Path, default=None,
+                        help="the PTB-XL or Chapman folder, or the data_home of fetch_ptbxl "
+                        "or fetch_chapman")  # fmt: skip
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="cache of the decoded signals (load_ptbxl, load_chapman), so "
+                        "that later seeds do not read the records again")  # fmt: skip
     parser.add_argument("--output-dir", type=Path, default=Path("paper_tables"))
     parser.add_argument("--docs", type=Path, default=None, help="also write the Markdown here")
     parser.add_argument("--n-jobs", type=int, default=1, help="processes (one torch thread each)")
@@ -447,13 +583,20 @@ def main(argv=None):
     parser.add_argument("--max-ecgs", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     seeds = args.seeds[:1] if args.quick else args.seeds
+    if args.dataset == "sample":
+        loaders = {name: LOADERS[name] for name in args.datasets}
+    else:
+        if args.data_home is None:
+            parser.error(f"--dataset {args.dataset} needs --data-home")
+        name, load = FULL_DATASETS[args.dataset]
+        loaders = {name: partial(load, args.data_home, cache_dir=args.cache_dir)}
     start = time.perf_counter()
-    tasks = [(dataset, seed) for seed in seeds for dataset in args.datasets]
+    tasks = [(dataset, seed) for seed in seeds for dataset in loaders]
     figures = args.output_dir / "figures"
 
     def task(i, dataset, seed):
         began = time.perf_counter()
-        run = partial(run_task, dataset, seed, args.quick, args.max_ecgs)
+        run = partial(run_task, dataset, loaders[dataset], seed, args.quick, args.max_ecgs)
         figures_dir = figures if seed == seeds[0] else None
         if args.n_jobs == 1:
             rows = run(figures_dir)

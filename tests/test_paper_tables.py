@@ -82,7 +82,12 @@ def test_tables_show_mean_std_and_bold_the_best_mean(paper_tables, tmp_path):
 def test_paper_rows_ablation_and_dtc_follow_the_paper(paper_tables):
     from sklearn_crocs import paper_params
 
-    assert paper_tables.PAPER_DATASETS == {"PTB-XL sample": "ptbxl", "LUDB": "chapman"}
+    assert paper_tables.PAPER_DATASETS == {
+        "PTB-XL sample": "ptbxl", "LUDB": "chapman", "PTB-XL": "ptbxl", "Chapman": "chapman"}  # fmt: skip
+    # The paper's protocol (Sec. 5, App. A) on its datasets.
+    assert (paper_tables.FRAME_LENGTH, paper_tables.VAL_SIZE, paper_tables.TEST_SIZE) == (
+        2500, 0.2, 0.2)  # fmt: skip
+    assert paper_tables.N_AGE_GROUPS == 4
     # Table 3's full loss is Eq. 3: L_reg summed over the prototype pairs.
     assert paper_tables.ABLATIONS["NCE-soft + L_reg"] == {
         "tau_w": 1.0, "beta": 0.2, "reg_reduction": "sum", "ordinal": None}  # fmt: skip
