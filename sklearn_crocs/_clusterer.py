@@ -579,8 +579,9 @@ class CROCSClusterer(
         shape = tuple(getattr(X, "shape", np.shape(X)))
         if len(shape) >= 2:
             check_signal_layout(shape, rate)
-        if not fitting and len(shape) >= 2:
+        if len(shape) >= 2 and not fitting:
             n, trained = shape[-1], self.input_shape_[1]
+            # resample_signals gives ceil(n * model_rate / rate) samples.
             if math.ceil(n * model_rate / rate - 1e-9) != trained:
                 seconds = trained / model_rate
                 other = n * model_rate / trained

@@ -41,7 +41,7 @@ from safetensors.torch import save_file
 from skorch.history import History
 
 from ._attributes import LAYOUTS, MAX_COMBINATIONS, AttributeCodec
-from ._utils import _atomic_path, _crocs_step, _device_problem, _python_value
+from ._utils import _atomic_path, _crocs_step, _device_problem, _file_sha256, _python_value
 from .preprocessing import SignalConditioner
 
 __all__ = ["InvalidModelFileError"]
@@ -338,14 +338,6 @@ def check_load_args(device, encoder, sha256):
         raise ValueError(f"sha256 must be None or 64 hexadecimal digits; got {sha256!r}.")
 
 
-def _file_digest(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 # safetensors' dtype names, as torch names.
 _SAFETENSORS_DTYPES = {
     "F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64",
@@ -369,7 +361,7 @@ def _read(path, kind, sha256=None):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No model file at {path}.")
     if sha256 is not None:
-        digest = _file_digest(path)
+        digest = _file_sha256(path)
         if digest != sha256.lower():
             raise InvalidModelFileError(
                 f"{path} has SHA-256 {digest}, not the expected sha256={sha256!r}: it is "
@@ -519,6 +511,17 @@ def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
+def _is_none_or_finite(low, *, strict):
+    def check(value):
+        if value is None:
+            return True
+        if not _is_number(value) or value == float("inf"):
+            return False
+        return low < value if strict else low <= value
+
+    return check
+
+
 def _is_bin_edges(value):
     return isinstance(value, dict) and all(
         _is_list(_is_number, 3)(edges) and edges == sorted(edges) for edges in value.values()
@@ -552,6 +555,9 @@ _CLUSTERER_FIELDS = {
     "n_features_in": (_is_int(1), "a positive integer", True),
     "feature_names_in": (lambda v: v is None or _is_list(_is_str)(v), "null or names", True),
     "history": (_is_list(lambda v: isinstance(v, dict)), "a list of epochs", True),
+    # Files written before sampling rates existed have neither.
+    "sampling_rate": (_is_none_or_finite(0, strict=True), "null or a finite number > 0", False),
+    "signal_scale": (_is_none_or_finite(0, strict=False), "null or a finite number >= 0", False),
 }
 
 
@@ -734,8 +740,8 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
     model.input_shape_ = tuple(document["input_shape"])
     model._fit_ndim = document["fit_ndim"]
     model.n_features_in_ = document["n_features_in"]
-    model.sampling_rate_ = _positive_or_none(document.get("sampling_rate"), "sampling_rate")
-    model.signal_scale_ = _positive_or_none(document.get("signal_scale"), "signal_scale")
+    model.sampling_rate_ = document.get("sampling_rate")
+    model.signal_scale_ = document.get("signal_scale")
     if document["feature_names_in"] is not None:
         model.feature_names_in_ = np.asarray(document["feature_names_in"], dtype=object)
     names_in = getattr(model, "feature_names_in_", None)
@@ -782,19 +788,6 @@ def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
         raise ValueError("labels do not index the prototypes")
     model.labels_ = labels
     return model
-
-
-def _positive_or_none(value, name):
-    """A rate or scale read from a document: a finite number >= 0, or None."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (math.isfinite(value) and value >= 0)
-    ):
-        raise ValueError(f"{name} is {value!r}, not a finite non-negative number")
-    return float(value)
 
 
 def save_clusterer(model, path, *, overwrite=False):

@@ -1,6 +1,7 @@
 """Private helpers shared by more than one module of the package; each lives here once."""
 
 import contextlib
+import hashlib
 import os
 import re
 import socket
@@ -168,3 +169,12 @@ def _warn(message, category=UserWarning):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def _file_sha256(path):
+    """SHA-256 of a file's bytes, read 1 MiB at a time (hashlib.file_digest needs 3.11)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

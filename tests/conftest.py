@@ -1,6 +1,8 @@
 """Shared fixtures: synthetic ECG-like signals with known attributes, and the bundled LUDB records."""
 
+import importlib.util
 import itertools
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -174,3 +176,19 @@ def pytest_sessionfinish(session):
         f"{len(table)} classes, {total} cases. Do not edit.\n\n"
     )
     Path(path).write_text(header + "\n".join(lines) + "\n", encoding="utf-8")
+
+
+# benchmarks/paper_tables.py, imported as a module by the tests that run it.
+PAPER_TABLES = Path(__file__).resolve().parents[1] / "benchmarks" / "paper_tables.py"
+
+
+@pytest.fixture(scope="module")
+def paper_tables():
+    if not PAPER_TABLES.is_file():
+        pytest.skip("benchmarks/ is not available (installed package)")
+    sys.path.insert(0, str(PAPER_TABLES.parent))
+    spec = importlib.util.spec_from_file_location("paper_tables", PAPER_TABLES)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.path.remove(str(PAPER_TABLES.parent))

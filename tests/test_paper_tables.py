@@ -1,27 +1,10 @@
 """benchmarks/paper_tables.py: a smoke run on a small subset, and its table building."""
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from threadpoolctl import threadpool_limits
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "paper_tables.py"
-
-
-@pytest.fixture(scope="module")
-def paper_tables():
-    if not SCRIPT.is_file():
-        pytest.skip("benchmarks/ is not available (installed package)")
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("paper_tables", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(SCRIPT.parent))
 
 
 @pytest.mark.slow  # every method of the paper, trained on real ECGs

@@ -544,7 +544,7 @@ def test_a_file_with_a_bad_rate_is_refused(tmp_path):
         metadata = fh.metadata()
         tensors = {name: fh.get_tensor(name) for name in fh.keys()}
     document = json.loads(metadata["sklearn_crocs"])
-    for bad in (-100, "100", float("nan")):
+    for bad in (-100, 0, "100", float("nan"), float("inf")):
         document["sampling_rate"] = bad
         text = json.dumps(document)
         metadata = {
@@ -552,5 +552,5 @@ def test_a_file_with_a_bad_rate_is_refused(tmp_path):
             "sklearn_crocs_sha256": hashlib.sha256(text.encode()).hexdigest(),
         }
         save_file(tensors, path, metadata=metadata)
-        with pytest.raises(InvalidModelFileError, match=r"sampling_rate is .*not a finite"):
+        with pytest.raises(InvalidModelFileError, match=r"'sampling_rate' is not null or a finite number > 0"):
             CROCSClusterer.load(path)

@@ -31,7 +31,6 @@ project's ``SHA256SUMS.txt``:
   files when this was written.
 """
 
-import hashlib
 import http.client
 import json
 import os
@@ -46,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._utils import _atomic_path
+from .._utils import _file_sha256 as _sha256
 from ._base import progress
 
 CHECKSUM_FILE = "SHA256SUMS.txt"
@@ -87,14 +87,6 @@ def _regular_size(path, *, remove_links):
         f"{path} is {kind}; the fetcher writes and trusts only regular files it "
         "creates. Remove it and fetch again."
     )
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _check_relpath(relpath, source):

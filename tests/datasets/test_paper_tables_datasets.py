@@ -10,8 +10,6 @@ cycle through every class, both sexes and spread ages, so that the paper's
 40 and 32 attribute combinations occur.
 """
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,23 +28,11 @@ from .conftest import (
     write_wfdb,
 )
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "paper_tables.py"
 # One diagnostic statement of each superclass (real scp_statements.csv rows).
 PTBXL_CODES = {"NORM": "NORM", "MI": "IMI", "HYP": "LVH", "CD": "CLBBB", "STTC": "NDT"}
 CHAPMAN_CODES = {"SR": "426783006", "SB": "426177001", "GSVT": "427084000", "AFIB": "164889003"}
 N_PTBXL, N_CHAPMAN = 50, 40
 
-
-@pytest.fixture(scope="module")
-def paper_tables():
-    if not SCRIPT.is_file():
-        pytest.skip("benchmarks/ is not available (installed package)")
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("paper_tables", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(SCRIPT.parent))
 
 
 def build_ptbxl(root, cinc_dir):
