@@ -406,7 +406,9 @@ def _read(path, kind, sha256=None):
                     "shape": list(view.get_shape()),
                 }
                 _check_manifest_entry(path, name, manifest[name], found)
-                tensors[name] = fh.get_tensor(name)
+                # A copy: safetensors < 0.5 returns tensors mapped from the file,
+                # which a later in-place rewrite of the file would change.
+                tensors[name] = fh.get_tensor(name).clone()
     except SafetensorError as exc:
         raise InvalidModelFileError(
             f"{path} is not a complete safetensors file ({exc}): it is truncated or not a "

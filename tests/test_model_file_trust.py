@@ -51,7 +51,7 @@ def _forge(path, *, document=None, tensors=None, manifest=True):
     document's SHA-256 recomputed, so that only the checks of content remain."""
     with safe_open(path, framework="pt") as fh:
         meta = json.loads(fh.metadata()["sklearn_crocs"])
-        stored = {name: fh.get_tensor(name) for name in fh.keys()}
+        stored = {name: fh.get_tensor(name).clone() for name in fh.keys()}
     meta.update(document or {})
     stored.update(tensors or {})
     if manifest:
@@ -75,7 +75,7 @@ def _document(path):
 
 def _tensor(path, name):
     with safe_open(path, framework="pt") as fh:
-        return fh.get_tensor(name)
+        return fh.get_tensor(name).clone()
 
 
 # ---------------------------------------------- finding 1: no path from a file

@@ -132,6 +132,23 @@ def test_loaded_model_predicts_as_saved(fitted_models, data, tmp_path, index):
     np.testing.assert_array_equal(refit.transform(X), clone(model).fit(X, y).transform(X))
 
 
+def test_the_checked_tensors_do_not_change_with_the_file(fitted_models, tmp_path):
+    # Older safetensors map the file's tensors into memory: the tensors load
+    # checks against the document must not change if the file is rewritten in
+    # place afterwards (save itself replaces the file instead).
+    from sklearn_crocs._persistence import _read
+
+    path = tmp_path / "model.safetensors"
+    fitted_models[0].save(path)
+    _, tensors = _read(path, "CROCSClusterer")
+    expected = {name: tensor.clone() for name, tensor in tensors.items()}
+    with safe_open(path, framework="pt") as fh:
+        metadata = fh.metadata()
+    save_file({n: torch.zeros_like(t) for n, t in tensors.items()}, path, metadata=metadata)
+    for name, tensor in tensors.items():
+        torch.testing.assert_close(tensor, expected[name], rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.parametrize(
     "make_y",
     [
@@ -318,7 +335,7 @@ def _rewrite(path, *, document=None, header=None, tensors=None, drop=()):
     """Rewrite a model file with changed document fields and tensors."""
     with safe_open(path, framework="pt") as fh:
         meta = json.loads(fh.metadata()["sklearn_crocs"])
-        stored = {name: fh.get_tensor(name) for name in fh.keys()}
+        stored = {name: fh.get_tensor(name).clone() for name in fh.keys()}
     meta.update(header or {})
     meta.update(document or {})
     stored.update(tensors or {})
@@ -542,7 +559,7 @@ def test_a_file_with_a_bad_rate_is_refused(tmp_path):
     model.save(path)
     with safe_open(path, framework="pt") as fh:
         metadata = fh.metadata()
-        tensors = {name: fh.get_tensor(name) for name in fh.keys()}
+        tensors = {name: fh.get_tensor(name).clone() for name in fh.keys()}
     document = json.loads(metadata["sklearn_crocs"])
     for bad in (-100, 0, "100", float("nan"), float("inf")):
         document["sampling_rate"] = bad
