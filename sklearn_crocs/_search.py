@@ -6,6 +6,7 @@ retrieval metrics call :func:`top_k`.
 
 import numpy as np
 import torch
+from sklearn import get_config
 
 __all__ = ["BLOCK_ROWS", "exact_distances", "half_squared_norms", "top_k"]
 
@@ -46,8 +47,11 @@ def top_k(queries, database, k, *, block_rows=BLOCK_ROWS, half_sq_norms=None):
     """The ``k`` database rows nearest to each query in Euclidean distance.
 
     The database is read ``block_rows`` rows at a time, so that memory does
-    not grow with it and a memory map is never loaded whole. For each block,
-    one float32 matrix product gives ``q . e - |e|^2 / 2`` for every query
+    not grow with it and a memory map is never loaded whole; each block is
+    compared with as many queries at a time as keep their scores within
+    scikit-learn's ``working_memory`` (:func:`sklearn.get_config`), so that
+    memory does not grow with the queries either. For each block and group
+    of queries, one float32 matrix product gives ``q . e - |e|^2 / 2`` for every query
     ``q`` and row ``e`` (the nearer the row, the larger), the block's ``k``
     largest are selected among the chunks of 64 rows of largest maxima, and
     these are merged with the best so far. Equal scores go to the lower
@@ -100,31 +104,45 @@ def top_k(queries, database, k, *, block_rows=BLOCK_ROWS, half_sq_norms=None):
     queries = np.asarray(queries)
     n_queries, n_samples = len(queries), len(database)
     k = min(k, n_samples)
+    # Queries per group: a group's scores against a block fill at most working_memory.
+    group = int(get_config()["working_memory"] * 2**20 // (4 * min(block_rows, n_samples or 1)))
+    group = max(1, group)
+    groups = [slice(start, start + group) for start in range(0, n_queries, group)]
     # Queries as columns: the product of a block (rows x features) with them
     # runs on all of torch's threads, where queries x block.T leaves one idle.
-    query_columns = torch.tensor(queries, dtype=torch.float32).T.contiguous()
-    best_scores = torch.empty((n_queries, 0))
-    best_indices = torch.empty((n_queries, 0), dtype=torch.int64)
+    query_columns = [
+        torch.tensor(queries[part], dtype=torch.float32).T.contiguous() for part in groups
+    ]
+    best = [
+        (torch.empty((len(c.T), 0)), torch.empty((len(c.T), 0), dtype=torch.int64))
+        for c in query_columns
+    ]
     for start in range(0, n_samples if k > 0 else 0, block_rows):
         block = _block(database, start, block_rows)
-        # q . e - |e|^2 / 2 = (|q|^2 - |q - e|^2) / 2: the nearer the row, the larger.
-        if isinstance(half_sq_norms, float):  # equal norms: the products rank alike
-            scores = torch.mm(block, query_columns)
-        else:
-            if half_sq_norms is None:
-                norms = _half_sq_norms(block)
+        if half_sq_norms is None:
+            norms = _half_sq_norms(block)
+        elif not isinstance(half_sq_norms, float):
+            norms = torch.from_numpy(np.asarray(half_sq_norms[start : start + block_rows]))
+        for g, columns in enumerate(query_columns):
+            # q . e - |e|^2 / 2 = (|q|^2 - |q - e|^2) / 2: the nearer the row, the larger.
+            if isinstance(half_sq_norms, float):  # equal norms: the products rank alike
+                scores = torch.mm(block, columns)
             else:
-                norms = torch.from_numpy(np.asarray(half_sq_norms[start : start + block_rows]))
-            scores = torch.addmm(norms[:, None], block, query_columns)
-        rows = _largest(scores, k)
-        if n_samples <= block_rows:  # one block: nothing to merge (ordered below)
-            best_indices = rows
-            break
-        best_scores, best_indices = _best(
-            torch.cat([best_scores, scores.T.gather(1, rows)], dim=1),
-            torch.cat([best_indices, rows + start], dim=1),
-            k,
-        )
+                scores = torch.addmm(norms[:, None], block, columns)
+            rows = _largest(scores, k)
+            if n_samples <= block_rows:  # one block: nothing to merge (ordered below)
+                best[g] = (None, rows)
+                continue
+            best[g] = _best(
+                torch.cat([best[g][0], scores.T.gather(1, rows)], dim=1),
+                torch.cat([best[g][1], rows + start], dim=1),
+                k,
+            )
+    best_indices = (
+        torch.cat([indices for _, indices in best])
+        if best
+        else torch.empty((0, k), dtype=torch.int64)
+    )
     indices = best_indices.numpy()
     distances = exact_distances(queries, database, indices, block_rows)
     order = np.lexsort((indices, distances), axis=1)

@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+import sklearn
 import torch
 
 from sklearn_crocs._search import half_squared_norms, top_k
@@ -203,3 +204,24 @@ def test_equal_norms_as_a_float_rank_by_the_products_alone():
     got = top_k(queries, database, 7, block_rows=128, half_sq_norms=-0.5)
     np.testing.assert_array_equal(got[1], expected[1])
     np.testing.assert_allclose(got[0], expected[0])
+
+
+@pytest.mark.parametrize("block_rows", [64, 1000])
+def test_queries_are_searched_in_groups_within_working_memory(monkeypatch, block_rows):
+    # Each block is compared with as many queries as keep the scores within
+    # working_memory (4 queries against 64 rows here): same result as one group.
+    import sklearn_crocs._search as search
+
+    rng = np.random.default_rng(5)
+    database = _unit_rows(rng, 500, 8)
+    queries = _unit_rows(rng, 30, 8)
+    widths = []
+    largest = search._largest
+    monkeypatch.setattr(
+        search, "_largest", lambda scores, k: widths.append(scores.shape[1]) or largest(scores, k)
+    )
+    with sklearn.config_context(working_memory=4 * 4 * 64 / 2**20):
+        result = top_k(queries, database, 10, block_rows=block_rows)
+    group = 4 if block_rows == 64 else 1  # one block of 500 rows (the database): 1 query
+    assert max(widths) == group and sum(widths) == 30 * -(-500 // block_rows)
+    _assert_same_neighbors(result, _brute_force(queries, database, 10), rtol=1e-6)
