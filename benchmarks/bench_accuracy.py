@@ -238,8 +238,8 @@ def run_seed(seed, crocs_params, quick):
     )
     seconds = time.perf_counter() - start
     for method, kind in (("CP CROCS", "learned"), ("TP CROCS", "mean")):
-        retriever = PrototypeRetriever(FrozenEstimator(model), query=kind).fit(X_test)
-        indices = retriever.kneighbors(n_neighbors=max(KS), return_distance=False)
+        retriever = PrototypeRetriever(FrozenEstimator(model), prototypes=kind).fit(X_test)
+        indices = retriever.query(n_neighbors=max(KS), return_distance=False)
         prototypes, attributes = model.get_prototypes(kind)
         nearest = np.argmax(retriever.embeddings_ @ prototypes.T, axis=1)
         predicted = pd.DataFrame(attributes[nearest], columns=names)
@@ -264,7 +264,7 @@ def run_seed(seed, crocs_params, quick):
         rows[f"Ablation: {name}"] = {
             **clustering_row(y_test, variant.predict(X_test)),
             **retrieval_row(y_test, retriever.query_attributes_,
-                            retriever.kneighbors(n_neighbors=max(KS), return_distance=False)),
+                            retriever.query(n_neighbors=max(KS), return_distance=False)),
             ("fit", "s"): seconds,
         }  # fmt: skip
     table = pd.DataFrame.from_dict(rows, orient="index")

@@ -63,7 +63,7 @@ def remove_labels(y, groups, fraction, seed):
 
 def evaluate(model, X_test, y_test):
     retriever = PrototypeRetriever(FrozenEstimator(model)).fit(X_test)
-    indices = retriever.kneighbors(n_neighbors=max(KS), return_distance=False)
+    indices = retriever.query(n_neighbors=max(KS), return_distance=False)
     return {
         **clustering_row(y_test, model.predict(X_test)),
         **retrieval_row(y_test, retriever.query_attributes_, indices),

@@ -1,6 +1,6 @@
 """Partial queries on the PTB-XL sample: nearest matching prototype vs their mean.
 
-A partial query (``PrototypeRetriever.kneighbors({"sex": "F"})``) names some
+A partial query (``PrototypeRetriever.query({"sex": "F"})``) names some
 attributes and leaves the others free, so several prototypes match it. This
 script compares the two ways of searching with them:
 
@@ -72,7 +72,7 @@ def run_seed(seed, quick):
     rows = {}
     for method in METHODS:
         retriever = PrototypeRetriever(FrozenEstimator(model), partial=method).fit(data.X_test)
-        indices = retriever.kneighbors(
+        indices = retriever.query(
             [{name: value} for name, value in queries], n_neighbors=max(KS), return_distance=False
         )
         for attribute in [*model.attribute_names_, "all"]:

@@ -103,7 +103,7 @@ def scores(model, X_test, y_test, sampling_rate=None):
     predicted = pd.DataFrame(attributes[nearest], columns=list(y_test.columns))
     accuracy = attribute_accuracy_score(y_test, predicted)
     ami = attribute_ami_score(y_test, predicted)
-    indices = retriever.kneighbors(n_neighbors=10, return_distance=False)
+    indices = retriever.query(n_neighbors=10, return_distance=False)
     report = retrieval_report(y_test, (retriever.query_attributes_, indices), k=10, decimals=None)
     exact = report.iloc[0][(10, "=3")]
     return {

@@ -107,10 +107,10 @@ def measure(method, n, repeats):
             return index.kneighbors(queries, K)
     else:
         retriever = _retriever(database)
-        retriever.prototypes_ = queries  # kneighbors() searches with every prototype
+        retriever.prototypes_ = queries  # query() searches with every prototype
 
         def run():
-            return retriever.kneighbors()
+            return retriever.query()
 
     before = rss_mb()
     reset_peak_rss()

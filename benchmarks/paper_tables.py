@@ -293,8 +293,8 @@ def prototype_rows(model, X_test, y_test, kinds):
     """Clustering and retrieval scores of a fitted CROCS-like model, per prototype kind."""
     rows = {}
     for name, kind in kinds.items():
-        retriever = PrototypeRetriever(FrozenEstimator(model), query=kind).fit(X_test)
-        indices = retriever.kneighbors(n_neighbors=max(KS), return_distance=False)
+        retriever = PrototypeRetriever(FrozenEstimator(model), prototypes=kind).fit(X_test)
+        indices = retriever.query(n_neighbors=max(KS), return_distance=False)
         prototypes, attributes = model.get_prototypes(kind)
         nearest = np.argmax(retriever.embeddings_ @ prototypes.T, axis=1)
         rows[name] = {

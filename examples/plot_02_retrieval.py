@@ -45,9 +45,9 @@ print(f"{retriever.n_samples_fit_} ECGs indexed, {n_queries} queries")
 # %%
 # Query with every prototype
 # --------------------------
-# ``kneighbors()`` without queries uses every prototype; row ``i`` of the
+# ``query()`` without attributes uses every prototype; row ``i`` of the
 # result belongs to row ``i`` of ``query_attributes_``.
-distances, indices = retriever.kneighbors()
+distances, indices = retriever.query()
 retriever.query_attributes_.assign(
     nearest=[list(row[:3]) for row in indices],
     distance=distances[:, 0].round(3),
@@ -56,12 +56,14 @@ retriever.query_attributes_.assign(
 # %%
 # Query with attribute combinations
 # ---------------------------------
-# A tuple (one value per attribute), a dict keyed by attribute name, or a
-# DataFrame. Here: women of the youngest age group with a normal ECG. The
-# true attributes of the five ECGs retrieved show what came back.
+# A dict keyed by attribute name (lists of values give several queries) or a
+# DataFrame with the attribute names as columns. Here: women of the youngest
+# age group with a normal ECG. The true attributes of the five ECGs
+# retrieved show what came back. (``kneighbors(X)`` searches by example
+# ECGs instead.)
 ages = data.age_encoder.labels_
-query = ("NORM", "F", ages[0])
-distances, indices = retriever.kneighbors([query], n_neighbors=5)
+query = {"class": "NORM", "sex": "F", "age": ages[0]}
+distances, indices = retriever.query(query, n_neighbors=5)
 y_db.iloc[indices[0]].assign(distance=distances[0].round(3))
 
 # %%
@@ -71,14 +73,14 @@ y_db.iloc[indices[0]].assign(distance=distances[0].round(3))
 # which at least one of the K retrieved ECGs matches the query on at least
 # ``m`` attributes (">=1", ">=2") or on all three ("=3"), for the learned
 # prototypes (CP CROCS) and the mean training embeddings (TP CROCS).
-learned = PrototypeRetriever(model, query="learned").fit(X_db)
-mean = PrototypeRetriever(model, query="mean").fit(X_db)
+learned = PrototypeRetriever(model, prototypes="learned").fit(X_db)
+mean = PrototypeRetriever(model, prototypes="mean").fit(X_db)
 queries = learned.prototype_attributes_
 report = retrieval_report(
     y_db,
     {
-        "CP CROCS": (queries, learned.kneighbors(n_neighbors=10)[1]),
-        "TP CROCS": (queries, mean.kneighbors(n_neighbors=10)[1]),
+        "CP CROCS": (queries, learned.query(n_neighbors=10)[1]),
+        "TP CROCS": (queries, mean.query(n_neighbors=10)[1]),
     },
     k=(1, 5, 10),
 )

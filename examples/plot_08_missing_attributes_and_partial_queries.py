@@ -14,7 +14,7 @@ records, class x sex x age quartile, split by patient):
   attributes it has, instead of dropping it;
 * ``predict_proba(X, attribute="age")``: the probability of each value of one
   attribute, summed over the others;
-* partial queries: ``PrototypeRetriever.kneighbors({"sex": "F"})`` searches
+* partial queries: ``PrototypeRetriever.query({"sex": "F"})`` searches
   by the prototypes of every matching combination.
 
 See :ref:`missing_attributes` and :ref:`partial_queries` for the contract
@@ -141,7 +141,7 @@ for how in ("min", "mean"):
     retriever = PrototypeRetriever(
         FrozenEstimator(marginalised), partial=how, n_neighbors=10
     )
-    indices = retriever.fit(X_test).kneighbors(queries, return_distance=False)
+    indices = retriever.fit(X_test).query(queries, return_distance=False)
     precision[how] = [
         np.mean(y_test[name].to_numpy()[rows] == value)
         for query, rows in zip(queries, indices)

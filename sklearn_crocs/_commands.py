@@ -661,7 +661,7 @@ def _check_queries(queries, model):
     probe = PrototypeRetriever(model).fit(blank)
     for query in queries:
         try:
-            probe.kneighbors(query, n_neighbors=1)
+            probe.query(query, n_neighbors=1)
         except ValueError as exc:
             raise CommandError(f"--query {query}: {exc}") from exc
 
@@ -684,7 +684,7 @@ def search(args):
     names = list(model.attribute_names_)
     if queries:
         labels = [",".join(f"{n}={v}" for n, v in q.items()) for q in queries]
-        results = [retriever.kneighbors(query, n_neighbors=n_frames) for query in queries]
+        results = [retriever.query(query, n_neighbors=n_frames) for query in queries]
         distances = np.concatenate([d for d, _ in results])
         indices = np.concatenate([i for _, i in results])
     else:
@@ -692,7 +692,7 @@ def search(args):
             ",".join(f"{n}={v}" for n, v in zip(names, row))
             for row in retriever.prototype_attributes_
         ]
-        distances, indices = retriever.kneighbors(n_neighbors=n_frames)
+        distances, indices = retriever.query(n_neighbors=n_frames)
     hits = []
     for label, row_distances, row_indices in zip(labels, distances, indices):
         hit_records = frame_record[row_indices]

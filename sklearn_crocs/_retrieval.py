@@ -2,6 +2,7 @@
 
 import os
 import time
+from collections.abc import Mapping
 from numbers import Integral
 
 import numpy as np
@@ -39,10 +40,11 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
 
     The retrieval setting of CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021):
     the ECGs of a database, typically unlabelled, are embedded once by a
-    fitted :class:`~sklearn_crocs.CROCSClusterer`; a query is the prototype
-    of an attribute combination ("AFIB, female, over 70") or the embedding of
-    an example ECG, and :meth:`kneighbors` returns the database ECGs nearest
-    to it.
+    fitted :class:`~sklearn_crocs.CROCSClusterer`; :meth:`query` translates
+    attribute combinations ("AFIB, female, over 70") into prototypes and
+    returns the database ECGs nearest to them (``query()``: every prototype,
+    the paper's setting), and :meth:`kneighbors` does the same for example
+    ECGs, as scikit-learn's ``kneighbors`` does for points.
 
     Read more in the :ref:`User Guide <retrieval>`.
 
@@ -55,11 +57,12 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         :class:`sklearn.frozen.FrozenEstimator`).
     n_neighbors : int, default=10
         Number of ECGs retrieved per query by default (the paper's K).
-    query : {"learned", "mean"}, default="learned"
-        Prototypes that attribute combinations are translated into: the
-        learned clinical prototypes (CP CROCS), one for every combination, or
-        the mean training embedding of each combination (TP CROCS), which
-        exists only for combinations with training ECGs.
+    prototypes : {"learned", "mean"}, default="learned"
+        Prototypes that :meth:`query` translates attribute combinations
+        into, as ``CROCSClusterer(prototypes=...)``: the learned clinical
+        prototypes (CP CROCS), one for every combination, or the mean
+        training embedding of each combination (TP CROCS), which exists only
+        for combinations with training ECGs.
     partial : {"mean", "min"}, default="mean"
         How a query that leaves attributes unspecified (``{"sex": "F"}``, any
         class and age) is searched: by the prototypes of every combination
@@ -68,14 +71,15 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         ``"min"``: its distance to the nearest of them. See
         :ref:`partial_queries` for what each measured.
     batch_size : int, default=1024
-        ECGs embedded at a time: ``fit`` reads the database in slices of this
-        many rows, so that a :func:`numpy.load` memmap is never loaded whole.
+        ECGs embedded at a time: ``fit`` reads the database (and
+        :meth:`kneighbors` its query ECGs) in slices of this many rows, so
+        that a :func:`numpy.load` memmap is never loaded whole (see Notes).
     verbose : int, default=0
         ``0`` is silent; ``1`` prints the embedding progress about ten times;
         ``2`` after every batch.
     index : {"exact", "ivf_flat", "ivf_pq", "hnsw"}, default="exact"
-        How the database is searched. ``"exact"``: every embedding, block by
-        block (see Notes). The others build a FAISS index in ``fit`` (the
+        How the database is searched. ``"exact"``: every embedding, in
+        blocks (see Notes). The others build a FAISS index in ``fit`` (the
         ``faiss`` extra: ``pip install 'sklearn-crocs[faiss]'``) and search
         only part of the database: an inverted file of ``nlist`` cells of
         which ``nprobe`` are searched, holding the embeddings
@@ -115,12 +119,12 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     n_samples_fit_ : int
         Number of ECGs in the database.
     prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
-        The query prototypes (learned or mean, see ``query``), unit norm.
+        The query prototypes (learned or mean, see ``prototypes``), unit norm.
     prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
         Attribute values of each row of ``prototypes_``.
     query_attributes_ : pandas.DataFrame of shape (n_prototypes, n_attributes)
         The same values with the attribute names as columns: row ``i`` names
-        row ``i`` of ``kneighbors()``.
+        row ``i`` of ``query()``.
     attribute_names_ : list of str
         Names of the attributes.
     n_features_in_ : int
@@ -134,15 +138,23 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
 
     Notes
     -----
-    The search reads the database block by block, so memory stays bounded
-    however large the database: one float32 matrix product of each block
-    with the queries, a selection of each query's best rows, merged with
-    the best rows so far. Neighbours are chosen by these float32 scores (rows whose
-    distances to a query differ by less than float32 rounding may trade
-    places at the ``n_neighbors``-th position); the distances returned are
-    then computed directly, in float64, for the neighbours found. Equal
-    distances are ordered by increasing database index, so results are
-    deterministic.
+    Memory is bounded by two policies, one per stage. Embedding: the
+    retriever passes the estimator ``batch_size`` ECGs at a time, from the
+    database in ``fit`` and from the query ECGs in :meth:`kneighbors` (with
+    ``embeddings_path``, each slice goes straight to the file). Search: the
+    exact search reads the embeddings in blocks of 65,536 rows and compares
+    each block with the queries in groups small enough that their scores
+    stay within scikit-learn's ``working_memory``
+    (:func:`sklearn.config_context`, 1 GiB by default), keeping each
+    query's best rows so far; the retriever does not slice queries itself.
+
+    For each block, one float32 matrix product scores the block against
+    the queries and each query's best rows are selected. Neighbours are
+    chosen by these float32 scores (rows whose distances to a query differ
+    by less than float32 rounding may trade places at the
+    ``n_neighbors``-th position); the distances returned are then computed
+    directly, in float64, for the neighbours found. Equal distances are
+    ordered by increasing database index, so results are deterministic.
 
     Examples
     --------
@@ -159,7 +171,7 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     ...                        validation_fraction=None, random_state=0).fit(X, y)
     >>> database = rng.randn(30, 500)  # unlabelled ECGs
     >>> retriever = PrototypeRetriever(FrozenEstimator(model), n_neighbors=3).fit(database)
-    >>> distances, indices = retriever.kneighbors()  # one row per prototype
+    >>> distances, indices = retriever.query()  # one row per prototype
     >>> indices.shape
     (4, 3)
     >>> retriever.query_attributes_
@@ -168,11 +180,12 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     1   AFIB   M
     2     SR   F
     3     SR   M
-    >>> retriever.kneighbors([("SR", "F"), ("AFIB", "M")], return_distance=False).shape
-    (2, 3)
-    >>> retriever.kneighbors({"rhythm": "SR", "sex": "M"}, n_neighbors=5)[1].shape
+    >>> retriever.query({"rhythm": "SR", "sex": "M"}, n_neighbors=5)[1].shape
     (1, 5)
-    >>> retriever.kneighbors({"sex": "F"}, n_neighbors=5)[1].shape  # any rhythm
+    >>> retriever.query({"rhythm": ["SR", "AFIB"], "sex": ["F", "M"]},
+    ...                 return_distance=False).shape  # two queries
+    (2, 3)
+    >>> retriever.query({"sex": "F"}, n_neighbors=5)[1].shape  # any rhythm
     (1, 5)
     >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
     array([0, 1])
@@ -181,7 +194,7 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "transform"])],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-        "query": [StrOptions({"learned", "mean"})],
+        "prototypes": [StrOptions({"learned", "mean"})],
         "partial": [StrOptions({"mean", "min"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
@@ -195,7 +208,7 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         estimator,
         *,
         n_neighbors=10,
-        query="learned",
+        prototypes="learned",
         partial="mean",
         batch_size=1024,
         verbose=0,
@@ -205,7 +218,7 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     ):
         self.estimator = estimator
         self.n_neighbors = n_neighbors
-        self.query = query
+        self.prototypes = prototypes
         self.partial = partial
         self.batch_size = batch_size
         self.verbose = verbose
@@ -278,7 +291,7 @@ default=None
         crocs = _crocs_step(estimator)
         self.estimator_ = estimator
         self._set_embeddings(embeddings)
-        self.prototypes_, self.prototype_attributes_ = crocs.get_prototypes(self.query)
+        self.prototypes_, self.prototype_attributes_ = crocs.get_prototypes(self.prototypes)
         self.attribute_names_ = list(crocs.attribute_names_)
         self.query_attributes_ = pd.DataFrame(
             {n: self.prototype_attributes_[:, i] for i, n in enumerate(self.attribute_names_)}
@@ -328,7 +341,7 @@ default=None
         ...     path = os.path.join(folder, "retriever.safetensors")
         ...     _ = retriever.save(path)
         ...     loaded = PrototypeRetriever.load(path).fit(X)  # index the database again
-        >>> np.array_equal(loaded.kneighbors()[1], retriever.kneighbors()[1])
+        >>> np.array_equal(loaded.query()[1], retriever.query()[1])
         True
         """
         check_is_fitted(self)
@@ -375,8 +388,8 @@ default=None
         ...     path = os.path.join(folder, "retriever.safetensors")
         ...     _ = retriever.save(path, include_embeddings=True)
         ...     loaded = PrototypeRetriever.load(path)
-        >>> loaded.kneighbors(("B",), return_distance=False).shape
-        (1, 3)
+        >>> loaded.query(return_distance=False).shape  # a row per prototype, A and B
+        (2, 3)
         """
         return load_retriever(cls, path, device=device, encoder=encoder, sha256=sha256)
 
@@ -461,50 +474,25 @@ default=None
                 )
         return embeddings
 
-    def _attribute_queries(self, queries):
-        """Attribute queries as a DataFrame (missing: any value), or None if they are signals."""
+    def _attribute_queries(self, attributes):
+        """Attribute queries as a DataFrame with a column per attribute (NaN: any value)."""
         names = self.attribute_names_
-        if isinstance(queries, pd.Series):
-            queries = queries.to_dict()
-        if isinstance(queries, pd.DataFrame):
-            frame = queries.reset_index(drop=True)
-        elif isinstance(queries, dict):
-            listed = [not isinstance(v, (str, tuple)) and np.ndim(v) > 0 for v in queries.values()]
-            frame = pd.DataFrame(queries) if any(listed) else pd.DataFrame([queries])
-        elif isinstance(queries, tuple) or (
-            isinstance(queries, list)
-            and len(queries) > 0
-            and all(isinstance(q, (tuple, dict)) for q in queries)
-        ):
-            rows = [queries] if isinstance(queries, tuple) else queries
-            if all(isinstance(q, dict) for q in rows):
-                frame = pd.DataFrame(rows)
-            else:
-                for row in rows:
-                    if isinstance(row, dict) or len(row) != len(names):
-                        raise ValueError(
-                            f"Each attribute combination must give {len(names)} value(s), "
-                            f"one per attribute of {names} (None for any value); got {row!r}."
-                        )
-                frame = pd.DataFrame([list(row) for row in rows], columns=names, dtype=object)
+        if isinstance(attributes, pd.Series):
+            attributes = attributes.to_dict()
+        if isinstance(attributes, Mapping):
+            several = [not isinstance(v, str) and np.ndim(v) > 0 for v in attributes.values()]
+            frame = pd.DataFrame(dict(attributes), index=None if any(several) else [0])
+        elif isinstance(attributes, pd.DataFrame):
+            frame = attributes.reset_index(drop=True)
+        elif isinstance(attributes, list) and all(isinstance(q, Mapping) for q in attributes):
+            frame = pd.DataFrame([dict(q) for q in attributes])
         else:
-            array = np.asarray(queries)
-            if array.dtype.kind in "fiu":
-                return None
-            if array.dtype.kind not in "OUSb" or array.ndim not in (1, 2):
-                raise ValueError(
-                    "queries must be None, attribute combinations (a tuple, a list of "
-                    "tuples, a dict keyed by attribute name, a DataFrame or an array of "
-                    "strings) or numeric ECG signals; got an array of dtype "
-                    f"{array.dtype} and shape {array.shape}."
-                )
-            rows = array.reshape(-1, array.shape[-1]) if array.ndim == 2 else array[None]
-            if rows.shape[1] != len(names):
-                raise ValueError(
-                    f"Each attribute combination must give {len(names)} value(s), one per "
-                    f"attribute of {names}; got {rows.shape[1]}."
-                )
-            frame = pd.DataFrame(rows, columns=names, dtype=object)
+            raise TypeError(
+                "attributes must be a dict keyed by attribute name (scalar values: one "
+                "query; lists: several), a list of such dicts or a DataFrame with the "
+                f"attribute names {names} as columns; got {type(attributes).__name__}. "
+                "Search by example ECGs with kneighbors(X)."
+            )
         frame.columns = [str(c) for c in frame.columns]
         extra = [c for c in frame.columns if c not in names]
         if extra:
@@ -512,7 +500,7 @@ default=None
                 f"Attribute queries name attributes {extra} that are not among {names}."
             )
         if len(frame) == 0:
-            raise ValueError("queries holds no attribute combination; pass at least one.")
+            raise ValueError("attributes holds no attribute combination; pass at least one.")
         # An attribute a query leaves out (or gives as None/NaN) may take any value.
         frame = frame.reindex(columns=names)
         unspecified = frame.isna().all(axis=1).to_numpy()
@@ -537,8 +525,8 @@ default=None
             )
             raise ValueError(
                 f"No training ECG has the attribute combination(s) {described} of "
-                f"{self.attribute_names_} (None: any value), so query='mean' (TP CROCS) has no "
-                "prototype for them. Use query='learned' (CP CROCS), which has a prototype for "
+                f"{self.attribute_names_} (None: any value), so prototypes='mean' (TP CROCS) has "
+                "no prototype for them. Use prototypes='learned' (CP CROCS), which has one for "
                 "every combination."
             )
         return matches
@@ -565,89 +553,152 @@ default=None
             distances[q], indices[q] = d[first], i[first]
         return distances, indices
 
-    def kneighbors(
-        self, queries=None, n_neighbors=None, return_distance=True, *, sampling_rate=None
-    ):
-        """Find the database ECGs nearest to each query.
+    def kneighbors(self, X=None, n_neighbors=None, return_distance=True, *, sampling_rate=None):
+        """Find the database ECGs nearest to each example ECG (query by example).
+
+        As :meth:`sklearn.neighbors.NearestNeighbors.kneighbors`, with the
+        ECGs embedded by the estimator. Attribute combinations and the
+        prototypes are searched with :meth:`query`.
 
         Parameters
         ----------
-        queries : None, attribute combinations or ECG signals, default=None
-            What to search for. Told apart by type:
-
-            - ``None``: every prototype, in the order of ``query_attributes_``
-              (the paper's retrieval setting);
-            - attribute combinations, each translated into its prototype: a
-              tuple (one value per attribute, in the order of
-              ``attribute_names_``), a list of tuples, a dict keyed by attribute
-              name (scalar values: one query; lists: several), a list of such
-              dicts, a DataFrame with the attribute names as columns, or an
-              array of strings (one combination per row). Numeric attribute
-              values must come as tuples, dicts or a DataFrame;
-            - partial queries, in the same forms: an attribute left out of a
-              dict or DataFrame, or given as None (or NaN), may take any
-              value. ``{"sex": "F"}`` searches by the prototypes of every
-              combination with ``sex="F"``, as set by ``partial``;
-            - a numeric array of shape (n_queries, n_timepoints) or
-              (n_queries, n_leads, n_timepoints): ECG signals, embedded by the
-              estimator (query by example).
+        X : array-like of shape (n_queries, n_timepoints) or (n_queries, n_leads, n_timepoints), \
+default=None
+            The query ECGs, embedded ``batch_size`` at a time. ``None``: the
+            neighbours of each database ECG, which is not counted as its own
+            neighbour (as in scikit-learn).
         n_neighbors : int, default=None
             Number of ECGs per query; ``None`` uses ``self.n_neighbors``.
         return_distance : bool, default=True
             Whether to return the distances too.
         sampling_rate : float, default=None
-            Rate in Hz of query signals when it differs from the estimator's
-            ``sampling_rate``; they are brought to the model's rate.
+            Rate in Hz of ``X`` when it differs from the estimator's
+            ``sampling_rate``; the ECGs are brought to the model's rate.
 
         Returns
         -------
         distances : ndarray of shape (n_queries, n_neighbors), dtype float64
             Euclidean distances between the unit-norm query and database
-            embeddings, increasing along each row (for a partial query with
-            ``partial="min"``, the distance to the nearest matching
-            prototype). Only returned if
+            embeddings, increasing along each row. Only returned if
             ``return_distance=True``.
         indices : ndarray of shape (n_queries, n_neighbors)
             Rows of the database (``X`` in ``fit``), nearest first; equal
             distances are ordered by increasing index.
         """
         check_is_fitted(self)
-        return self._kneighbors(
-            queries, n_neighbors, return_distance, exact=False, sampling_rate=sampling_rate
-        )
+        n_neighbors = self._check_n_neighbors(n_neighbors, extra=X is None)
+        distances, indices = self._signal_neighbors(X, n_neighbors, False, sampling_rate)
+        return (distances, indices) if return_distance else indices
 
-    def _kneighbors(self, queries, n_neighbors, return_distance, exact, sampling_rate=None):
+    def query(self, attributes=None, n_neighbors=None, return_distance=True):
+        """Find the database ECGs nearest to attribute combinations.
+
+        Each combination is translated into its prototype (see
+        ``prototypes``); a partial one, which leaves attributes unspecified,
+        into the prototypes of every combination that matches it (see
+        ``partial``).
+
+        Parameters
+        ----------
+        attributes : dict, list of dict or DataFrame, default=None
+            The attribute combinations: a dict keyed by attribute name
+            (scalar values: one query; lists: one query per position), a
+            list of such dicts with scalar values, or a DataFrame with
+            attribute names as columns. An attribute left out, or given as
+            None or NaN, may take any value: ``{"sex": "F"}`` searches for
+            every combination with ``sex="F"``. ``None``: every prototype,
+            in the order of ``query_attributes_`` (the paper's retrieval
+            setting).
+        n_neighbors : int, default=None
+            Number of ECGs per query; ``None`` uses ``self.n_neighbors``.
+        return_distance : bool, default=True
+            Whether to return the distances too.
+
+        Returns
+        -------
+        distances : ndarray of shape (n_queries, n_neighbors), dtype float64
+            Euclidean distances between the unit-norm prototype and database
+            embeddings, increasing along each row (for a partial query with
+            ``partial="min"``, the distance to the nearest matching
+            prototype). Only returned if ``return_distance=True``.
+        indices : ndarray of shape (n_queries, n_neighbors)
+            Rows of the database (``X`` in ``fit``), nearest first; equal
+            distances are ordered by increasing index.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import pandas as pd
+        >>> from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+        >>> rng = np.random.RandomState(0)
+        >>> X = rng.randn(40, 400)
+        >>> y = pd.DataFrame({"rhythm": np.repeat(["AFIB", "SR"], 20),
+        ...                   "sex": np.tile(["F", "M"], 20)})
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> retriever = PrototypeRetriever(model, n_neighbors=3).fit(X)
+        >>> retriever.query(return_distance=False).shape  # every prototype
+        (4, 3)
+        >>> queries = pd.DataFrame({"rhythm": ["SR", None], "sex": ["F", "M"]})
+        >>> retriever.query(queries, return_distance=False).shape  # None: any rhythm
+        (2, 3)
+        """
+        check_is_fitted(self)
+        n_neighbors = self._check_n_neighbors(n_neighbors)
+        distances, indices = self._attribute_neighbors(attributes, n_neighbors, False)
+        return (distances, indices) if return_distance else indices
+
+    def _check_n_neighbors(self, n_neighbors, extra=False):
+        """``n_neighbors``, or the default, checked against the database (``extra``: + self)."""
         if n_neighbors is None:
             n_neighbors = self.n_neighbors
         elif not isinstance(n_neighbors, Integral) or isinstance(n_neighbors, bool):
             raise TypeError(f"n_neighbors must be an integer; got {n_neighbors!r}.")
         elif n_neighbors <= 0:
             raise ValueError(f"Expected n_neighbors > 0. Got {n_neighbors}")
-        matches = vectors = None
-        if queries is None:
-            vectors = self.prototypes_
-        else:
-            frame = self._attribute_queries(queries)
-            if frame is None:
-                vectors = self._embed(queries, name="queries", sampling_rate=sampling_rate)
-            else:
-                matches = self._query_rows(frame)
-        if n_neighbors > self.n_samples_fit_:
-            n_queries = len(vectors if matches is None else matches)
+        if n_neighbors + extra > self.n_samples_fit_:
             raise ValueError(
-                f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {n_neighbors}, "
-                f"n_samples_fit = {self.n_samples_fit_}, n_samples = {n_queries}"
+                f"Expected n_neighbors {'<' if extra else '<='} n_samples_fit, but "
+                f"n_neighbors = {n_neighbors}, n_samples_fit = {self.n_samples_fit_}"
             )
-        if matches is None:
-            distances, indices = self._top_k(vectors, n_neighbors, exact=exact)
-        else:
-            distances, indices = self._search(matches, n_neighbors, exact)
-        if return_distance:
-            return distances, indices
-        return indices
+        return n_neighbors
 
-    def recall(self, queries=None, n_neighbors=None):
-        """Fraction of the exact nearest ECGs that :meth:`kneighbors` finds (recall@K).
+    def _signal_neighbors(self, X, n_neighbors, exact, sampling_rate=None):
+        """kneighbors(X) without checks: by the FAISS index unless ``exact``."""
+        if X is None:  # each database ECG, itself left out
+            distances, indices = self._top_k(self.embeddings_, n_neighbors + 1, exact=exact)
+            keep = indices != np.arange(len(indices))[:, None]
+            keep[keep.all(axis=1), -1] = False  # itself not found (duplicates): drop the last
+            shape = (len(indices), n_neighbors)
+            return distances[keep].reshape(shape), indices[keep].reshape(shape)
+        if isinstance(X, pd.DataFrame):
+            attributes = set(map(str, X.columns)) <= set(self.attribute_names_)
+        elif isinstance(X, (Mapping, pd.Series, tuple)) or (
+            isinstance(X, list) and any(isinstance(x, (Mapping, tuple, str)) for x in X)
+        ):
+            attributes = True
+        else:
+            dtype = X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype
+            attributes = dtype.kind in "OUS"
+        if attributes:
+            raise TypeError(
+                "kneighbors takes ECG signals, an array of shape (n_queries, n_timepoints) or "
+                f"(n_queries, n_leads, n_timepoints); got {type(X).__name__}. Search by "
+                "attribute combinations with query(), for example query({'sex': 'F'}) or "
+                "query(DataFrame); query() searches with every prototype."
+            )
+        vectors = self._embed(X, name="X", sampling_rate=sampling_rate)
+        return self._top_k(vectors, n_neighbors, exact=exact)
+
+    def _attribute_neighbors(self, attributes, n_neighbors, exact):
+        """query(attributes) without checks: by the FAISS index unless ``exact``."""
+        if attributes is None:
+            return self._top_k(self.prototypes_, n_neighbors, exact=exact)
+        matches = self._query_rows(self._attribute_queries(attributes))
+        return self._search(matches, n_neighbors, exact)
+
+    def recall(self, attributes=None, n_neighbors=None, *, X=None):
+        """Fraction of the exact nearest ECGs that the search finds (recall@K).
 
         The approximate search (``index`` other than ``"exact"``) against an
         exact search of the same embeddings, for the same queries: the mean
@@ -656,10 +707,15 @@ default=None
 
         Parameters
         ----------
-        queries : None, attribute combinations or ECG signals, default=None
-            As in :meth:`kneighbors`; ``None``: every prototype.
+        attributes : dict, list of dict or DataFrame, default=None
+            Attribute queries, as in :meth:`query`; ``None``: every
+            prototype.
         n_neighbors : int, default=None
             K; ``None`` uses ``self.n_neighbors``.
+        X : array-like of shape (n_queries, n_timepoints) or (n_queries, n_leads, n_timepoints), \
+default=None
+            Example ECGs, as in :meth:`kneighbors`, measured instead of
+            attribute queries.
 
         Returns
         -------
@@ -667,8 +723,16 @@ default=None
             Between 0 and 1.
         """
         check_is_fitted(self)
-        found = self._kneighbors(queries, n_neighbors, False, exact=False)
-        truth = self._kneighbors(queries, n_neighbors, False, exact=True)
+        if X is not None and attributes is not None:
+            raise ValueError("Pass attributes or X to recall, not both.")
+        n_neighbors = self._check_n_neighbors(n_neighbors)
+        if X is None:
+            found = self._attribute_neighbors(attributes, n_neighbors, exact=False)[1]
+            truth = self._attribute_neighbors(attributes, n_neighbors, exact=True)[1]
+        else:
+            vectors = self._embed(X, name="X")
+            found = self._top_k(vectors, n_neighbors, exact=False)[1]
+            truth = self._top_k(vectors, n_neighbors, exact=True)[1]
         hits = [len(np.intersect1d(a, b)) for a, b in zip(found, truth)]
         return float(np.sum(hits) / truth.size)
 

@@ -149,21 +149,25 @@ def test_retriever_with_an_index_agrees_with_exact_search(fitted, kind, capsys):
     assert "Built the FAISS index" in capsys.readouterr().out
     assert exact.recall() == 1.0
     recall = approximate.recall()
-    distances, indices = approximate.kneighbors()
+    distances, indices = approximate.query()
     assert indices.shape == (len(approximate.prototypes_), 5) and (indices >= 0).all()
     # Rows found by both get the same (exact) distance.
-    exact_distances, exact_indices = exact.kneighbors()
+    exact_distances, exact_indices = exact.query()
     for d, i, ed, ei in zip(distances, indices, exact_distances, exact_indices):
         common, here, there = np.intersect1d(i, ei, return_indices=True)
         np.testing.assert_allclose(d[here], ed[there], rtol=1e-12)
     found = np.mean([len(np.intersect1d(i, ei)) / 5 for i, ei in zip(indices, exact_indices)])
     assert recall == pytest.approx(found)
     # Every query kind goes through the index.
-    assert approximate.kneighbors({"sex": "F"}, return_distance=False).shape == (1, 5)
+    assert approximate.query({"sex": "F"}, return_distance=False).shape == (1, 5)
     by_example = approximate.kneighbors(X[:2], n_neighbors=1, return_distance=False)
     if kind != "ivf_pq":  # compressed codes may not tell an ECG from its neighbours
         assert by_example.ravel().tolist() == [0, 1]
     assert 0 <= approximate.recall({"sex": "F"}, n_neighbors=3) <= 1
+    assert 0 <= approximate.recall(X=X[:4], n_neighbors=3) <= 1
+    assert exact.recall(X=X[:4], n_neighbors=3) == 1.0
+    with pytest.raises(ValueError, match="not both"):
+        exact.recall({"sex": "F"}, X=X[:4])
 
 
 def test_an_index_over_embeddings_on_disk_is_the_one_in_memory(fitted, tmp_path):
@@ -173,7 +177,7 @@ def test_an_index_over_embeddings_on_disk_is_the_one_in_memory(fitted, tmp_path)
     in_memory = PrototypeRetriever(model, **params).fit(X)
     on_disk = PrototypeRetriever(model, embeddings_path=tmp_path / "e.npy", **params).fit(X)
     assert isinstance(on_disk.embeddings_, np.memmap)
-    for got, want in zip(on_disk.kneighbors(), in_memory.kneighbors()):
+    for got, want in zip(on_disk.query(), in_memory.query()):
         np.testing.assert_array_equal(got, want)
 
 
@@ -182,8 +186,8 @@ def test_short_probes_fall_back_to_exact_search(fitted):
     params = {"nlist": 4, "nprobe": 1}
     retriever = PrototypeRetriever(model, index="ivf_flat", index_params=params).fit(X)
     k = len(X) - 1  # more rows than any one cell holds
-    distances, indices = retriever.kneighbors(n_neighbors=k)
-    exact = PrototypeRetriever(model).fit(X).kneighbors(n_neighbors=k)
+    distances, indices = retriever.query(n_neighbors=k)
+    exact = PrototypeRetriever(model).fit(X).query(n_neighbors=k)
     np.testing.assert_array_equal(indices, exact[1])
     np.testing.assert_allclose(distances, exact[0], rtol=1e-12)
 
@@ -201,7 +205,7 @@ def test_saved_retriever_rebuilds_its_index(fitted, tmp_path):
         loaded = PrototypeRetriever.load(path)
     assert loaded.index == "ivf_pq" and loaded.index_params == params
     assert loaded._faiss.description == retriever._faiss.description
-    np.testing.assert_array_equal(loaded.kneighbors()[1], retriever.kneighbors()[1])
+    np.testing.assert_array_equal(loaded.query()[1], retriever.query()[1])
 
 
 def test_bad_index_params_are_reported_at_fit(fitted):

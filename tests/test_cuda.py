@@ -129,7 +129,7 @@ def test_clusterer_fits_on_cuda_and_embeds_as_its_module_does_on_cpu(exact_float
     assert np.isfinite(model.net_.history[-1, "train_loss"])
 
     retriever = PrototypeRetriever(model, n_neighbors=5).fit(X, y)
-    distances, indices = retriever.kneighbors()
+    distances, indices = retriever.query()
     assert distances.shape == indices.shape == (len(model.prototypes_), 5)
 
 

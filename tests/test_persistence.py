@@ -260,15 +260,20 @@ def test_retriever_round_trip(fitted_models, data, tmp_path, wrap):
     else:
         pipeline = make_pipeline(FrameNormalizer(), clone(model)).fit(X, y)
         estimator = FrozenEstimator(pipeline)
-    retriever = PrototypeRetriever(estimator, n_neighbors=4, query="mean").fit(X[:30])
-    queries = [None, ("SR", "F", "<60"), X[:3]]
-    expected = [retriever.kneighbors(q) for q in queries]
+    retriever = PrototypeRetriever(estimator, n_neighbors=4, prototypes="mean").fit(X[:30])
+    queries = [
+        ("query", None),
+        ("query", {"rhythm": "SR", "sex": "F", "age_group": "<60"}),
+        ("kneighbors", X[:3]),
+    ]
+    expected = [getattr(retriever, search)(q) for search, q in queries]
 
     retriever.save(tmp_path / "indexed.safetensors", include_embeddings=True)
     loaded = PrototypeRetriever.load(tmp_path / "indexed.safetensors")
     assert type(loaded.estimator) is type(estimator)
-    for q, (distances, indices) in zip(queries, expected):
-        got_distances, got_indices = loaded.kneighbors(q)
+    assert loaded.prototypes == "mean"
+    for (search, q), (distances, indices) in zip(queries, expected):
+        got_distances, got_indices = getattr(loaded, search)(q)
         np.testing.assert_array_equal(got_indices, indices)
         np.testing.assert_array_equal(got_distances, distances)
     pd.testing.assert_frame_equal(loaded.query_attributes_, retriever.query_attributes_)
@@ -280,16 +285,16 @@ def test_retriever_round_trip(fitted_models, data, tmp_path, wrap):
         assert "embeddings" not in fh.keys()
     bare = PrototypeRetriever.load(tmp_path / "model-only.safetensors")
     with pytest.raises(Exception, match="not fitted"):
-        bare.kneighbors()
-    np.testing.assert_array_equal(bare.fit(X[:30]).kneighbors()[1], expected[0][1])
+        bare.query()
+    np.testing.assert_array_equal(bare.fit(X[:30]).query()[1], expected[0][1])
 
 
 def test_loaded_model_works_in_a_retriever(fitted_models, data, tmp_path):
     X, _, _ = data
     fitted_models[0].save(tmp_path / "m.safetensors")
     loaded = CROCSClusterer.load(tmp_path / "m.safetensors")
-    expected = PrototypeRetriever(fitted_models[0], n_neighbors=3).fit(X).kneighbors()
-    got = PrototypeRetriever(FrozenEstimator(loaded), n_neighbors=3).fit(X).kneighbors()
+    expected = PrototypeRetriever(fitted_models[0], n_neighbors=3).fit(X).query()
+    got = PrototypeRetriever(FrozenEstimator(loaded), n_neighbors=3).fit(X).query()
     np.testing.assert_array_equal(got[1], expected[1])
 
 

@@ -1,4 +1,4 @@
-"""PrototypeRetriever: every query kind against brute force, ties, bad input."""
+"""PrototypeRetriever: attribute and signal queries against brute force, ties, bad input."""
 
 import joblib
 import numpy as np
@@ -79,7 +79,7 @@ def test_fitted_attributes(retriever, model, database):
 
 # ---------------------------------------------------------------- query kinds
 def test_prototype_queries_match_brute_force_and_sklearn(retriever):
-    distances, indices = retriever.kneighbors()
+    distances, indices = retriever.query()
     assert distances.shape == indices.shape == (12, 5)
     assert distances.dtype == np.float64
     assert np.all(np.diff(distances, axis=1) >= 0)
@@ -90,36 +90,33 @@ def test_prototype_queries_match_brute_force_and_sklearn(retriever):
     sk_distances, sk_indices = nn.kneighbors(retriever.prototypes_)
     np.testing.assert_allclose(distances, sk_distances, atol=1e-5)
     np.testing.assert_array_equal(indices, sk_indices)
-    np.testing.assert_array_equal(retriever.kneighbors(return_distance=False), indices)
+    np.testing.assert_array_equal(retriever.query(return_distance=False), indices)
 
 
 def test_n_neighbors_argument_overrides_the_parameter(retriever):
-    distances, indices = retriever.kneighbors(n_neighbors=60)  # the whole database
+    distances, indices = retriever.query(n_neighbors=60)  # the whole database
     assert indices.shape == (12, 60)
     assert all(sorted(row) == list(range(60)) for row in indices)
-    np.testing.assert_array_equal(indices[:, :5], retriever.kneighbors()[1])
+    np.testing.assert_array_equal(indices[:, :5], retriever.query()[1])
 
 
 @pytest.mark.parametrize(
     ("queries", "rows"),
     [
-        (("SR", "F", "<60"), [8]),
-        ([("SR", "F", "<60"), ("AFIB", "M", ">=60")], [8, 3]),
         ({"sex": "M", "rhythm": "SB", "age_group": "<60"}, [6]),
         ({"rhythm": ["SB", "AFIB"], "sex": ["M", "F"], "age_group": ["<60", "<60"]}, [6, 0]),
+        ({"rhythm": ["SB", "SR"], "sex": "F", "age_group": "<60"}, [4, 8]),
         ([{"rhythm": "SR", "sex": "M", "age_group": ">=60"}], [11]),
         (pd.DataFrame({"age_group": [">=60"], "rhythm": ["SB"], "sex": ["F"]}), [5]),
         (pd.Series({"rhythm": "SB", "sex": "F", "age_group": ">=60"}), [5]),
-        (np.array([["SR", "M", "<60"], ["SB", "F", ">=60"]]), [10, 5]),
-        (["SR", "M", "<60"], [10]),
     ],
-    ids=["tuple", "tuples", "dict", "dict-of-lists", "dicts", "frame", "series", "array", "list"],
+    ids=["dict", "dict-of-lists", "dict-broadcast", "dicts", "frame", "series"],
 )
 def test_attribute_queries_are_their_prototypes(retriever, queries, rows):
     expected = _brute_force(retriever.prototypes_[rows], retriever.embeddings_, 5)
-    _assert_same_neighbors(retriever.kneighbors(queries), expected)
-    full = retriever.kneighbors()
-    np.testing.assert_array_equal(retriever.kneighbors(queries)[1], full[1][rows])
+    _assert_same_neighbors(retriever.query(queries), expected)
+    full = retriever.query()
+    np.testing.assert_array_equal(retriever.query(queries)[1], full[1][rows])
     named = retriever.query_attributes_.iloc[rows]
     assert named.shape == (len(rows), 3)
 
@@ -136,18 +133,45 @@ def test_query_by_example_matches_brute_force(retriever, model, database, synthe
     np.testing.assert_allclose(distances, 0, atol=1e-6)
 
 
+def test_kneighbors_without_x_finds_the_neighbours_of_the_database_as_sklearn(retriever):
+    # As NearestNeighbors.kneighbors(): each indexed ECG's neighbours, itself left out.
+    distances, indices = retriever.kneighbors(n_neighbors=4)
+    assert indices.shape == (60, 4)
+    nn = NearestNeighbors(n_neighbors=4).fit(retriever.embeddings_.astype(np.float64))
+    expected = nn.kneighbors()
+    np.testing.assert_array_equal(indices, expected[1])
+    np.testing.assert_allclose(distances, expected[0], atol=1e-6)
+    with pytest.raises(ValueError, match="Expected n_neighbors < n_samples_fit"):
+        retriever.kneighbors(n_neighbors=60)
+
+
+def test_kneighbors_without_x_leaves_out_the_ecg_not_its_duplicates(model, database):
+    X_db, _ = database
+    retriever = PrototypeRetriever(model).fit(np.concatenate([X_db[:10], X_db[:10]]))
+    distances, indices = retriever.kneighbors(n_neighbors=1)
+    np.testing.assert_array_equal(indices.ravel(), np.r_[10:20, 0:10])  # each one's twin
+    np.testing.assert_array_equal(distances, 0)
+    # Three copies: the first two neighbours of each are the other copies.
+    tripled = PrototypeRetriever(model).fit(np.concatenate([X_db[:5]] * 3))
+    indices = tripled.kneighbors(n_neighbors=2, return_distance=False)
+    expected = [sorted({i % 5, i % 5 + 5, i % 5 + 10} - {i}) for i in range(15)]
+    np.testing.assert_array_equal(indices, expected)
+    # One neighbour: the third copy is beyond the two tied rows searched, so the
+    # last of them is dropped rather than a copy.
+    indices = tripled.kneighbors(n_neighbors=1, return_distance=False)
+    np.testing.assert_array_equal(indices.ravel(), [row[0] for row in expected])
+
+
 def test_mean_query_uses_tp_crocs_prototypes(model, database):
     X_db, _ = database
-    retriever = PrototypeRetriever(model, query="mean", n_neighbors=3).fit(X_db)
+    retriever = PrototypeRetriever(model, prototypes="mean", n_neighbors=3).fit(X_db)
     prototypes, attributes = model.get_prototypes("mean")
     np.testing.assert_array_equal(retriever.prototypes_, prototypes)
     np.testing.assert_array_equal(retriever.prototype_attributes_, attributes)
-    _assert_same_neighbors(
-        retriever.kneighbors(), _brute_force(prototypes, retriever.embeddings_, 3)
-    )
+    _assert_same_neighbors(retriever.query(), _brute_force(prototypes, retriever.embeddings_, 3))
     row = [tuple(a) for a in attributes].index(("SB", "M", ">=60"))
     _assert_same_neighbors(
-        retriever.kneighbors(("SB", "M", ">=60")),
+        retriever.query({"rhythm": "SB", "sex": "M", "age_group": ">=60"}),
         _brute_force(prototypes[[row]], retriever.embeddings_, 3),
     )
 
@@ -158,34 +182,37 @@ def test_mean_query_of_a_combination_without_training_ecg(synthetic, database):
     with pytest.warns(UserWarning, match="have no training ECG"):
         model = _model(max_epochs=1, prototypes="mean").fit(X[keep], y[keep])
     X_db, _ = database
-    mean = PrototypeRetriever(model, query="mean", n_neighbors=2).fit(X_db)
+    mean = PrototypeRetriever(model, prototypes="mean", n_neighbors=2).fit(X_db)
+    query = {"rhythm": "SR", "sex": "F", "age_group": "<60"}
     assert len(mean.prototypes_) == 11
     assert ("SR", "F", "<60") not in [tuple(r) for r in mean.prototype_attributes_]
     with pytest.raises(
         ValueError,
-        match=r"No training ECG has the attribute combination\(s\) \('SR', 'F', '<60'\).*query='learned'",
+        match=r"No training ECG has the attribute combination\(s\) \('SR', 'F', '<60'\).*prototypes='learned'",
     ):
-        mean.kneighbors(("SR", "F", "<60"))
-    learned = PrototypeRetriever(model, query="learned", n_neighbors=2).fit(X_db)
-    assert learned.kneighbors(("SR", "F", "<60"))[1].shape == (1, 2)
+        mean.query(query)
+    learned = PrototypeRetriever(model, prototypes="learned", n_neighbors=2).fit(X_db)
+    assert learned.query(query)[1].shape == (1, 2)
     assert len(learned.prototypes_) == 12
 
 
-def test_numeric_attributes_are_queried_with_tuples(synthetic, database):
+def test_numeric_attributes_are_queried_by_name(synthetic, database):
     X, y, _ = synthetic
     codes = np.column_stack([pd.factorize(y[c], sort=True)[0] for c in y.columns])
     model = _model(max_epochs=1).fit(X, codes)
     retriever = PrototypeRetriever(model, n_neighbors=4).fit(database[0])
     row = [tuple(r) for r in retriever.prototype_attributes_].index((2, 0, 1))
-    np.testing.assert_array_equal(
-        retriever.kneighbors((2, 0, 1))[1], retriever.kneighbors()[1][[row]]
-    )
+    query = {"attribute_0": 2, "attribute_1": 0, "attribute_2": 1}
+    np.testing.assert_array_equal(retriever.query(query)[1], retriever.query()[1][[row]])
     frame = pd.DataFrame({"attribute_0": [2], "attribute_1": [0], "attribute_2": [1]})
-    np.testing.assert_array_equal(retriever.kneighbors(frame)[1], retriever.kneighbors()[1][[row]])
+    np.testing.assert_array_equal(retriever.query(frame)[1], retriever.query()[1][[row]])
     with pytest.raises(
         ValueError, match=r"Attribute 'attribute_0' has values \[7\].*known values: \[0, 1, 2\]"
     ):
-        retriever.kneighbors((7, 0, 1))
+        retriever.query({**query, "attribute_0": 7})
+    # Numeric attributes given to kneighbors are not taken for signals.
+    with pytest.raises(TypeError, match=r"kneighbors takes ECG signals.*query\(\)"):
+        retriever.kneighbors(frame)
 
 
 # ----------------------------------------------------------------------- ties
@@ -194,7 +221,7 @@ def test_duplicated_ecgs_tie_and_come_in_index_order(model, database):
     doubled = np.concatenate([X_db[:10], X_db[:10]])
     retriever = PrototypeRetriever(model, n_neighbors=20).fit(doubled)
     np.testing.assert_array_equal(retriever.embeddings_[:10], retriever.embeddings_[10:])
-    distances, indices = retriever.kneighbors()
+    distances, indices = retriever.query()
     for row, d in zip(indices, distances):
         np.testing.assert_array_equal(d[0::2], d[1::2])  # pairs of equal distances
         np.testing.assert_array_equal(row[1::2], row[0::2] + 10)  # lower index first
@@ -225,9 +252,7 @@ def test_pipeline_ending_in_crocs(synthetic, database):
     X_db, _ = database
     frozen = PrototypeRetriever(FrozenEstimator(retriever.estimator_), n_neighbors=4).fit(X_db)
     expected = _brute_force(crocs.transform(-X_db), frozen.embeddings_, 4)
-    _assert_same_neighbors(
-        frozen.kneighbors(), _brute_force(frozen.prototypes_, frozen.embeddings_, 4)
-    )
+    _assert_same_neighbors(frozen.query(), _brute_force(frozen.prototypes_, frozen.embeddings_, 4))
     np.testing.assert_allclose(frozen.embeddings_, crocs.transform(-X_db), rtol=1e-5, atol=1e-6)
     _assert_same_neighbors(frozen.kneighbors(X_db[:3]), (expected[0][:3], expected[1][:3]))
 
@@ -255,9 +280,11 @@ def test_embeddings_on_disk_search_as_in_memory(retriever, model, database, tmp_
     on_disk = clone(retriever).set_params(embeddings_path=path).fit(X_db)
     assert isinstance(on_disk.embeddings_, np.memmap) and not on_disk.embeddings_.flags.writeable
     np.testing.assert_array_equal(np.load(path), retriever.embeddings_)
-    for queries in (None, {"sex": "F"}, X_db[:3]):
-        for got, want in zip(on_disk.kneighbors(queries), retriever.kneighbors(queries)):
-            np.testing.assert_array_equal(got, want)
+    for search, queries in [("query", None), ("query", {"sex": "F"}), ("kneighbors", X_db[:3])]:
+        got = getattr(on_disk, search)(queries)
+        want = getattr(retriever, search)(queries)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
     # A saved retriever keeps neither the embeddings nor their path: where a
     # fit writes is the caller's choice, never a file's.
     on_disk.save(tmp_path / "retriever.safetensors")
@@ -269,9 +296,10 @@ def test_joblib_round_trip(retriever, database, tmp_path):
     X_db, _ = database
     joblib.dump(retriever, tmp_path / "retriever.joblib")
     loaded = joblib.load(tmp_path / "retriever.joblib")
-    for queries in (None, ("SB", "F", "<60"), X_db[:3]):
-        expected = retriever.kneighbors(queries)
-        result = loaded.kneighbors(queries)
+    query = {"rhythm": "SB", "sex": "F", "age_group": "<60"}
+    for search, queries in [("query", None), ("query", query), ("kneighbors", X_db[:3])]:
+        expected = getattr(retriever, search)(queries)
+        result = getattr(loaded, search)(queries)
         np.testing.assert_array_equal(result[1], expected[1])
         np.testing.assert_allclose(result[0], expected[0], rtol=1e-6)
     pd.testing.assert_frame_equal(loaded.query_attributes_, retriever.query_attributes_)
@@ -280,7 +308,7 @@ def test_joblib_round_trip(retriever, database, tmp_path):
 def test_clone_and_params(retriever):
     params = retriever.get_params()
     assert params["n_neighbors"] == 5
-    assert params["query"] == "learned"
+    assert params["prototypes"] == "learned"
     fresh = clone(retriever)
     assert not hasattr(fresh, "embeddings_")
     assert fresh.estimator is retriever.estimator  # FrozenEstimator clones to itself
@@ -296,6 +324,8 @@ def test_unfitted_estimator_without_y(database):
         PrototypeRetriever(FrozenEstimator(_model())).fit(X_db)
     with pytest.raises(NotFittedError):
         PrototypeRetriever(_model()).kneighbors()
+    with pytest.raises(NotFittedError):
+        PrototypeRetriever(_model()).query()
 
 
 def test_estimator_without_prototypes(database):
@@ -308,16 +338,20 @@ def test_bad_parameters(model, database):
     X_db, _ = database
     with pytest.raises(InvalidParameterError, match="n_neighbors"):
         PrototypeRetriever(model, n_neighbors=0).fit(X_db)
-    with pytest.raises(InvalidParameterError, match="query"):
-        PrototypeRetriever(model, query="median").fit(X_db)
+    with pytest.raises(InvalidParameterError, match="prototypes"):
+        PrototypeRetriever(model, prototypes="median").fit(X_db)
+    with pytest.raises(TypeError, match="positional"):
+        PrototypeRetriever(model, 5)  # every parameter but the estimator is keyword-only
 
 
 def test_bad_n_neighbors(retriever):
     with pytest.raises(
         ValueError,
-        match="Expected n_neighbors <= n_samples_fit, but n_neighbors = 61, n_samples_fit = 60, n_samples = 12",
+        match="Expected n_neighbors <= n_samples_fit, but n_neighbors = 61, n_samples_fit = 60",
     ):
-        retriever.kneighbors(n_neighbors=61)
+        retriever.query(n_neighbors=61)
+    with pytest.raises(ValueError, match="Expected n_neighbors > 0. Got 0"):
+        retriever.query(n_neighbors=0)
     with pytest.raises(ValueError, match="Expected n_neighbors > 0. Got 0"):
         retriever.kneighbors(n_neighbors=0)
     with pytest.raises(TypeError, match="n_neighbors must be an integer"):
@@ -329,22 +363,51 @@ def test_bad_attribute_queries(retriever):
         ValueError,
         match=r"Attribute 'sex' has values \['X'\] that were not seen in fit; known values: \['F', 'M'\]",
     ):
-        retriever.kneighbors(("SR", "X", "<60"))
-    with pytest.raises(
-        ValueError,
-        match=r"must give 3 value\(s\), one per attribute of \['rhythm', 'sex', 'age_group'\]",
-    ):
-        retriever.kneighbors(("SR", "F"))
+        retriever.query({"rhythm": "SR", "sex": "X", "age_group": "<60"})
     with pytest.raises(ValueError, match=r"name attributes \['age'\] that are not among"):
-        retriever.kneighbors({"rhythm": "SR", "sex": "F", "age": "<60"})
+        retriever.query({"rhythm": "SR", "sex": "F", "age": "<60"})
     with pytest.raises(ValueError, match=r"Attribute queries \[1\] specify no attribute"):
-        retriever.kneighbors([{"sex": "F"}, {"sex": None}])
+        retriever.query([{"sex": "F"}, {"sex": None}])
     with pytest.raises(ValueError, match=r"Attribute queries \[0\] specify no attribute"):
-        retriever.kneighbors((None, None, None))
+        retriever.query({"rhythm": None})
     with pytest.raises(ValueError, match="holds no attribute combination"):
-        retriever.kneighbors(pd.DataFrame(columns=["rhythm", "sex", "age_group"]))
-    with pytest.raises(ValueError, match="numeric ECG signals; got an array of dtype complex"):
-        retriever.kneighbors(np.ones((2, 600), dtype=complex))
+        retriever.query(pd.DataFrame(columns=["rhythm", "sex", "age_group"]))
+
+
+@pytest.mark.parametrize(
+    "queries",
+    [
+        ("SR", "F", "<60"),
+        [("SR", "F", "<60")],
+        np.array([["SR", "F", "<60"]]),
+        ["SR", "F", "<60"],
+        np.ones((1, 600)),
+    ],
+    ids=["tuple", "tuples", "string-array", "strings", "signals"],
+)
+def test_query_takes_attributes_by_name_only(retriever, queries):
+    # Combinations told apart by type and order are gone: name the attributes.
+    with pytest.raises(TypeError, match=r"attributes must be a dict keyed by attribute name"):
+        retriever.query(queries)
+
+
+@pytest.mark.parametrize(
+    "queries",
+    [
+        {"sex": "F"},
+        [{"sex": "F"}],
+        pd.DataFrame({"sex": ["F"]}),
+        pd.Series({"sex": "F"}),
+        ("SR", "F", "<60"),
+        [("SR", "F", "<60")],
+        np.array([["SR", "F", "<60"]]),
+        ["SR", "F", "<60"],
+    ],
+    ids=["dict", "dicts", "frame", "series", "tuple", "tuples", "string-array", "strings"],
+)
+def test_kneighbors_refuses_attribute_queries_naming_query(retriever, queries):
+    with pytest.raises(TypeError, match=r"kneighbors takes ECG signals.*query\(\{'sex': 'F'\}\)"):
+        retriever.kneighbors(queries)
 
 
 def test_bad_signal_queries(retriever, database):
@@ -425,16 +488,16 @@ def _partial_brute_force(prototypes, embeddings, k, how):
     [
         ({"sex": "F"}, [[0, 1, 4, 5, 8, 9]]),
         (pd.DataFrame({"rhythm": ["SR"], "age_group": [">=60"]}), [[9, 11]]),
-        (("SB", None, "<60"), [[4, 6]]),
+        ({"rhythm": "SB", "sex": None, "age_group": "<60"}, [[4, 6]]),
         ([{"sex": "M", "age_group": "<60"}, {"rhythm": "AFIB"}], [[2, 6, 10], [0, 1, 2, 3]]),
         ({"rhythm": ["SR", "SB"]}, [[8, 9, 10, 11], [4, 5, 6, 7]]),
     ],
-    ids=["dict", "frame", "tuple-with-None", "dicts", "dict-of-lists"],
+    ids=["dict", "frame", "dict-with-None", "dicts", "dict-of-lists"],
 )
 def test_partial_queries_match_brute_force(model, database, how, queries, rows):
     retriever = PrototypeRetriever(FrozenEstimator(model), partial=how, n_neighbors=7)
     retriever.fit(database[0])
-    distances, indices = retriever.kneighbors(queries)
+    distances, indices = retriever.query(queries)
     assert distances.shape == indices.shape == (len(rows), 7)
     for q, matching in enumerate(rows):
         expected = _partial_brute_force(
@@ -444,9 +507,9 @@ def test_partial_queries_match_brute_force(model, database, how, queries, rows):
 
 
 def test_partial_setting_leaves_full_queries_alone(model, database):
-    full = [("SR", "F", "<60"), ("AFIB", "M", ">=60")]
+    full = pd.DataFrame([("SR", "F", "<60"), ("AFIB", "M", ">=60")], columns=model.attribute_names_)
     results = [
-        PrototypeRetriever(FrozenEstimator(model), partial=how).fit(database[0]).kneighbors(full)
+        PrototypeRetriever(FrozenEstimator(model), partial=how).fit(database[0]).query(full)
         for how in ("min", "mean")
     ]
     np.testing.assert_array_equal(results[0][0], results[1][0])
@@ -458,16 +521,16 @@ def test_partial_queries_with_mean_prototypes_use_those_that_exist(synthetic, da
     keep = ~((y["rhythm"] == "SR") & (y["sex"] == "F")).to_numpy()
     with pytest.warns(UserWarning, match="have no training ECG"):
         model = _model(max_epochs=1, prototypes="mean").fit(X[keep], y[keep])
-    retriever = PrototypeRetriever(model, query="mean", partial="mean", n_neighbors=3)
+    retriever = PrototypeRetriever(model, prototypes="mean", partial="mean", n_neighbors=3)
     retriever.fit(database[0])
     matching = (retriever.prototype_attributes_[:, 1] == "F").nonzero()[0]
     assert len(matching) == 4  # AFIB and SB, two age groups each
     _assert_same_neighbors(
-        retriever.kneighbors({"sex": "F"}),
+        retriever.query({"sex": "F"}),
         _partial_brute_force(retriever.prototypes_[matching], retriever.embeddings_, 3, "mean"),
     )
     with pytest.raises(ValueError, match=r"\('SR', 'F', None\) of .*None: any value"):
-        retriever.kneighbors({"rhythm": "SR", "sex": "F"})
+        retriever.query({"rhythm": "SR", "sex": "F"})
 
 
 # ------------------------------------------------------------ sampling rates

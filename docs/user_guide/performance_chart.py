@@ -51,7 +51,7 @@ rows = _table("Retrieval")
 n = [_number(r["N"]) for r in rows]
 # No green or red: the documentation keeps them for match and no match.
 for column, label, color in [
-    ("kneighbors", "PrototypeRetriever.kneighbors", "C0"),
+    ("kneighbors", "PrototypeRetriever.query", "C0"),
     ("sklearn brute", "scikit-learn brute force", "C1"),
     ("torch mm+topk", "blockwise torch.mm + topk", "C4"),
 ]:

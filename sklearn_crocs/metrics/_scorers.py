@@ -39,10 +39,10 @@ class _AMIScorer:
 class _PrecisionAtKScorer:
     """P@K of the estimator's prototypes as queries over the embeddings of X."""
 
-    def __init__(self, k, min_matches, query, no_match):
+    def __init__(self, k, min_matches, prototypes, no_match):
         self.k = k
         self.min_matches = min_matches
-        self.query = query
+        self.prototypes = prototypes
         self.no_match = no_match
 
     def __call__(self, estimator, X, y):
@@ -53,7 +53,7 @@ class _PrecisionAtKScorer:
                 f"make_precision_at_k_scorer(k={self.k}) cannot score {len(embeddings)} "
                 f"ECG(s): at least k={self.k} are needed. Use larger test folds or a smaller k."
             )
-        prototypes, attributes = crocs.get_prototypes(self.query)
+        prototypes, attributes = crocs.get_prototypes(self.prototypes)
         y_true = crocs.attribute_codec_.read(y)
         queries = pd.DataFrame(attributes, columns=crocs.attribute_names_)
         _, indices = top_k(prototypes, embeddings, self.k)
@@ -69,7 +69,7 @@ class _PrecisionAtKScorer:
     def __repr__(self):
         return (
             f"make_precision_at_k_scorer(k={self.k}, min_matches={self.min_matches!r}, "
-            f"query={self.query!r}, no_match={self.no_match!r})"
+            f"prototypes={self.prototypes!r}, no_match={self.no_match!r})"
         )
 
 
@@ -131,12 +131,12 @@ def make_ami_scorer(*, attribute="combination"):
     {
         "k": [Interval(Integral, 1, None, closed="left")],
         "min_matches": [Interval(Integral, 1, None, closed="left"), None],
-        "query": [StrOptions({"learned", "mean"})],
+        "prototypes": [StrOptions({"learned", "mean"})],
         "no_match": [StrOptions({"exclude", "zero"})],
     },
     prefer_skip_nested_validation=True,
 )
-def make_precision_at_k_scorer(*, k=10, min_matches=None, query="learned", no_match="zero"):
+def make_precision_at_k_scorer(*, k=10, min_matches=None, prototypes="learned", no_match="zero"):
     """Scorer of the precision at K of retrieval with the estimator's prototypes.
 
     The scorer embeds ``X`` with ``estimator.transform``, uses every
@@ -154,8 +154,9 @@ def make_precision_at_k_scorer(*, k=10, min_matches=None, query="learned", no_ma
     min_matches : int, default=None
         Number of attribute values a retrieved ECG must share with the
         prototype to be relevant; ``None`` means all (exact match).
-    query : {"learned", "mean"}, default="learned"
-        Learned prototypes (CP CROCS) or mean training embeddings (TP CROCS).
+    prototypes : {"learned", "mean"}, default="learned"
+        Learned prototypes (CP CROCS) or mean training embeddings (TP CROCS),
+        as ``PrototypeRetriever(prototypes=...)``.
     no_match : {"zero", "exclude"}, default="zero"
         Rule for prototypes that no ECG of ``X`` matches on ``min_matches``
         attributes, see :func:`precision_at_k`.
@@ -175,6 +176,6 @@ def make_precision_at_k_scorer(*, k=10, min_matches=None, query="learned", no_ma
     --------
     >>> from sklearn_crocs.metrics import make_precision_at_k_scorer
     >>> make_precision_at_k_scorer(k=10, min_matches=2)
-    make_precision_at_k_scorer(k=10, min_matches=2, query='learned', no_match='zero')
+    make_precision_at_k_scorer(k=10, min_matches=2, prototypes='learned', no_match='zero')
     """
-    return _PrecisionAtKScorer(k, min_matches, query, no_match)
+    return _PrecisionAtKScorer(k, min_matches, prototypes, no_match)

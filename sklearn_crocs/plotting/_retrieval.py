@@ -179,7 +179,7 @@ class RetrievalDisplay:
         query=0,
         n_neighbors=6,
         lead=0,
-        kind="learned",
+        prototypes="learned",
         class_attribute=None,
         sampling_rate=None,
         n_cols=3,
@@ -194,7 +194,7 @@ class RetrievalDisplay:
         estimator : PrototypeRetriever or CROCSClusterer
             A fitted :class:`~sklearn_crocs.PrototypeRetriever` whose database
             is ``X``, or a fitted CROCSClusterer (or Pipeline ending in one),
-            in which case ``X`` is indexed here with prototypes of ``kind``.
+            in which case ``X`` is indexed here with ``prototypes``.
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
             The database of ECGs.
         y : array-like or DataFrame, default=None
@@ -207,9 +207,10 @@ class RetrievalDisplay:
             Number of ECGs retrieved and drawn (the paper shows 6).
         lead : int, default=0
             Lead drawn for multi-lead ECGs.
-        kind : {"learned", "mean"}, default="learned"
+        prototypes : {"learned", "mean"}, default="learned"
             Prototypes used as queries when ``estimator`` is not a retriever:
-            learned (CP CROCS) or mean training embeddings (TP CROCS).
+            learned (CP CROCS) or mean training embeddings (TP CROCS), as
+            ``PrototypeRetriever(prototypes=...)``.
         class_attribute : int or str, default=None
             Attribute compared for the border colours; default: the
             estimator's class attribute.
@@ -238,7 +239,8 @@ class RetrievalDisplay:
             check_is_fitted(retriever)
         else:
             check_is_fitted(estimator)
-            retriever = PrototypeRetriever(FrozenEstimator(estimator), query=kind).fit(X)
+            retriever = PrototypeRetriever(FrozenEstimator(estimator), prototypes=prototypes)
+            retriever.fit(X)
         n_samples = X.shape[0] if hasattr(X, "shape") else len(X)
         if n_samples != retriever.n_samples_fit_:
             raise ValueError(
@@ -248,10 +250,8 @@ class RetrievalDisplay:
         crocs = _crocs_step(retriever.estimator_)
         names = list(retriever.attribute_names_)
         values, combination = _query_values(retriever, query)
-        queries = None if combination is None else [tuple(values)]
-        sorted_distances, order = retriever.kneighbors(
-            queries, n_neighbors=retriever.n_samples_fit_
-        )
+        queries = None if combination is None else dict(zip(names, values))
+        sorted_distances, order = retriever.query(queries, n_neighbors=retriever.n_samples_fit_)
         if combination is None:
             sorted_distances, order = sorted_distances[query], order[query]
         else:

@@ -134,7 +134,7 @@ def test_dtc_separates_two_kinds_and_its_prototypes_retrieve(easy):
     assert (model.predict(X_new)["kind"] == y_new["kind"]).mean() > 0.95
     # The paper's Table 2 retrieves with DTC's prototypes.
     retriever = PrototypeRetriever(FrozenEstimator(model), n_neighbors=5).fit(X_new)
-    indices = retriever.kneighbors(return_distance=False)
+    indices = retriever.query(return_distance=False)
     kinds = y_new["kind"].to_numpy()[indices]
     assert np.all(kinds == retriever.query_attributes_["kind"].to_numpy()[:, None])
 

@@ -35,8 +35,8 @@ def test_tables_match_the_retriever_and_the_reports(split):
     result = evaluate_prototypes(model, X, y, file=out)
     neighbors, predictions = {}, {}
     for method, kind in (("CP CROCS", "learned"), ("TP CROCS", "mean")):
-        retriever = PrototypeRetriever(FrozenEstimator(model), query=kind).fit(X)
-        indices = retriever.kneighbors(return_distance=False)
+        retriever = PrototypeRetriever(FrozenEstimator(model), prototypes=kind).fit(X)
+        indices = retriever.query(return_distance=False)
         neighbors[method] = (retriever.query_attributes_, indices)
         np.testing.assert_array_equal(result.neighbors[method][1], indices)
         prototypes, attributes = model.get_prototypes(kind)
@@ -128,5 +128,5 @@ def test_neighbours_are_exact_for_zero_and_non_unit_embeddings(split, monkeypatc
         expected = np.argsort(distances, axis=1, kind="stable")[:, :5]
         np.testing.assert_array_equal(result.neighbors[method][1], expected)
         queries = pd.DataFrame(attributes, columns=list(y.columns))
-        scorer = make_precision_at_k_scorer(k=5, min_matches=1, query=kind)
+        scorer = make_precision_at_k_scorer(k=5, min_matches=1, prototypes=kind)
         assert scorer(model, X, y) == precision_at_k(y, expected, queries, min_matches=1)

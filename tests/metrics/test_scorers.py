@@ -53,14 +53,14 @@ def test_ami_scorer_equals_the_metric(split):
     assert make_ami_scorer()(fitted, X_test, y_test) == per_attribute["combination"]
 
 
-@pytest.mark.parametrize("query", ["learned", "mean"])
+@pytest.mark.parametrize("prototypes", ["learned", "mean"])
 @pytest.mark.parametrize("min_matches", [1, 2, None])
-def test_precision_scorer_equals_retriever_and_metric(split, query, min_matches):
+def test_precision_scorer_equals_retriever_and_metric(split, prototypes, min_matches):
     fitted, X_test, y_test = split
-    retriever = PrototypeRetriever(FrozenEstimator(fitted), n_neighbors=5, query=query)
-    indices = retriever.fit(X_test).kneighbors(return_distance=False)
+    retriever = PrototypeRetriever(FrozenEstimator(fitted), n_neighbors=5, prototypes=prototypes)
+    indices = retriever.fit(X_test).query(return_distance=False)
     expected = precision_at_k(y_test, indices, retriever.query_attributes_, min_matches=min_matches)
-    scorer = make_precision_at_k_scorer(k=5, min_matches=min_matches, query=query)
+    scorer = make_precision_at_k_scorer(k=5, min_matches=min_matches, prototypes=prototypes)
     assert 0 <= expected <= 1
     assert scorer(fitted, X_test, y_test) == expected
     # The same with y as a 2-D array (attributes in the fitted order).
@@ -131,14 +131,14 @@ def test_scorer_repr_and_bad_input(fitted, synthetic):
     X, y, _ = synthetic
     assert repr(make_ami_scorer(attribute="sex")) == "make_ami_scorer(attribute='sex')"
     assert repr(make_precision_at_k_scorer(k=1)) == (
-        "make_precision_at_k_scorer(k=1, min_matches=None, query='learned', no_match='zero')"
+        "make_precision_at_k_scorer(k=1, min_matches=None, prototypes='learned', no_match='zero')"
     )
     with pytest.raises(ValueError, match=r"k=10\) cannot score 4 ECG\(s\)"):
         make_precision_at_k_scorer(k=10)(fitted, X[:4], y[:4])
     with pytest.raises(InvalidParameterError):
         make_precision_at_k_scorer(k=0)
     with pytest.raises(InvalidParameterError):
-        make_precision_at_k_scorer(query="median")
+        make_precision_at_k_scorer(prototypes="median")
     with pytest.raises(ValueError, match="attribute='age' is not one of"):
         make_ami_scorer(attribute="age")(fitted, X[:8], y[:8])
     with pytest.raises(TypeError, match="must be a CROCSClusterer"):

@@ -101,7 +101,9 @@ def test_query_by_position_tuple_or_dict_is_the_same(model, retriever, data):
 
 def test_from_a_fitted_clusterer_and_mean_queries(model, data):
     X, y, _ = data
-    display = RetrievalDisplay.from_estimator(model, X, y, query=0, kind="mean", n_neighbors=2)
+    display = RetrievalDisplay.from_estimator(
+        model, X, y, query=0, prototypes="mean", n_neighbors=2
+    )
     prototypes, _ = model.get_prototypes("mean")
     distances = np.linalg.norm(model.transform(X) - prototypes[0], axis=1)
     np.testing.assert_allclose(display.distances, distances, atol=1e-5)
