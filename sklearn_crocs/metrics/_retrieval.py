@@ -191,7 +191,7 @@ def _check_indices(indices, n_samples, n_queries, k):
     if indices.ndim != 2 or indices.dtype.kind not in "iu":
         raise ValueError(
             "indices must be an integer array of shape (n_queries, n_neighbors), such as "
-            f"the second output of kneighbors; got dtype {indices.dtype} and shape "
+            f"the second output of PrototypeRetriever.query; got dtype {indices.dtype} and shape "
             f"{indices.shape}."
         )
     if len(indices) != n_queries:
@@ -247,8 +247,8 @@ def precision_at_k(y_true, indices, query_attributes, *, k=None, min_matches=Non
         True attributes of the searched set (the database).
     indices : array-like of int, shape (n_queries, n_neighbors)
         Rows of ``y_true`` retrieved for each query, best first, such as the
-        second output of :meth:`PrototypeRetriever.kneighbors
-        <sklearn_crocs.PrototypeRetriever.kneighbors>`. The first ``k``
+        second output of :meth:`PrototypeRetriever.query
+        <sklearn_crocs.PrototypeRetriever.query>`. The first ``k``
         columns are used as given: ties in distance are resolved by the
         search (``PrototypeRetriever`` orders equal distances by increasing
         index), not here.
