@@ -268,10 +268,10 @@ def test_inference_batches_sized_by_the_largest_activation(synthetic, monkeypatc
     # Small frames: more than the training batch, as many as fit the bound.
     per_frame = model.net_.module_.max_activation_size
     fitting = min(_net._MAX_INFERENCE_BATCH, _net._ACTIVATION_BYTES // (4 * per_frame))
-    assert model.net_._inference_batch_size() == fitting > model.batch_size
+    assert model.net_.inference_batch_size() == fitting > model.batch_size
     expected = model.transform(X)
     monkeypatch.setattr(_net, "_ACTIVATION_BYTES", 5 * 4 * per_frame)
-    assert model.net_._inference_batch_size() == 5
+    assert model.net_.inference_batch_size() == 5
     batches = []
     model.net_.module_.register_forward_hook(lambda m, args, out: batches.append(len(out)))
     np.testing.assert_allclose(model.transform(X), expected, rtol=1e-5, atol=1e-6)
@@ -717,7 +717,7 @@ def test_chunks_hold_whole_batches(fitted, synthetic, monkeypatch):
 
     X, _, _ = synthetic
     monkeypatch.setattr(_net, "_MAX_INFERENCE_BATCH", 16)  # several batches in X
-    batch = fitted.net_._inference_batch_size()
+    batch = fitted.net_.inference_batch_size()
     assert 5 * batch // 4 < len(X)
     monkeypatch.setattr(clusterer_module, "_CHUNK_BYTES", 4 * X[0].size * (5 * batch // 4))
     sizes = []
