@@ -92,7 +92,7 @@ def _is_private(name):
 
 
 def _defined_names(tree):
-    """Names a module defines: functions, classes, parameters, assigned names and attributes."""
+    """Names a module defines: functions, classes, parameters, names, attributes of self."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -101,8 +101,12 @@ def _defined_names(tree):
             names.add(node.arg)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.attr)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and getattr(node.value, "id", None) in SELF_NAMES
+        ):
+            names.add(node.attr)  # an attribute that the module's classes set
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("setattr",):
             if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
                 names.add(node.args[1].value)
@@ -130,7 +134,7 @@ def private_accesses(source):
         if node.attr in own or node.attr in ALLOWED_PRIVATE:
             continue
         found.append((node.lineno, node.attr))
-    return found
+    return sorted(found)
 
 
 def test_no_module_uses_private_attributes_of_another():
@@ -149,11 +153,16 @@ def test_private_access_check_finds_violations():
         "    def f(self, model):\n"
         "        self._mine = model._class_index\n"
         "        model._mine = net._inference_batch_size()\n"
+        "        model._theirs = 1\n"
         "        super()._g()\n"
         "        return model._validate_params()\n"
     )
     # _mine is the module's own attribute; _validate_params is allowed.
-    assert private_accesses(source) == [(4, "_class_index"), (5, "_inference_batch_size")]
+    assert private_accesses(source) == [
+        (4, "_class_index"),
+        (5, "_inference_batch_size"),
+        (6, "_theirs"),
+    ]
 
 
 # ------------------------------------------------------------ import cycles
