@@ -32,22 +32,13 @@ import sys
 import warnings
 
 from . import __version__
+from ._cli_common import BUNDLED, CommandError
 from ._main import main as main_job
 
 SUBCOMMANDS = ("fit", "predict", "search")
-MODEL_FILE = "model.safetensors"
-SETTINGS_FILE = "settings.json"
-SETTINGS_FORMAT = "sklearn-crocs-cli/2"
-# RECORDS names that read the data bundled with the package.
-BUNDLED = ("bundled:ptbxl-sample", "bundled:ludb")
-ARRAY_SUFFIXES = (".npy", ".npz")
 # Whether fit conditions whole records (band-pass 0.5-40 Hz, per-lead z-score)
 # before cutting frames: the one place that sets the default of --conditioning.
 CONDITIONING_DEFAULT = True
-
-
-class CommandError(Exception):
-    """A problem with the data, the files or the model: reported on one line, status 1."""
 
 
 def _names(text):
@@ -327,7 +318,3 @@ def _check_device(device):
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"sklearn-crocs: warning: {' '.join(str(message).split())}", file=sys.stderr)
-
-
-def note(text):
-    print(f"sklearn-crocs: {text}", file=sys.stderr)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from ._cli import (
+from ._cli_common import (
     ARRAY_SUFFIXES,
     BUNDLED,
     MODEL_FILE,

@@ -85,16 +85,21 @@ def _gb(n):
     return f"{n / 1e9:.2g} GB"
 
 
-def check_fit_memory(estimator, dims, activation_size):
-    """Raise ValueError, before anything is allocated, if a fit would exceed the budget."""
+def check_fit_memory(estimator, codec, class_index, activation_size):
+    """Raise ValueError, before anything is allocated, if a fit would exceed the budget.
+
+    ``codec`` and ``class_index`` describe the attributes of ``y`` (see
+    :class:`~sklearn_crocs._attributes.AttributeCodec`).
+    """
     budget = estimator.memory_budget
     if budget is None:
         return
     if budget == "auto":
         budget = available_memory() // 2
+    dims = codec.shape
     parts = fit_memory(
         dims=dims,
-        class_index=estimator._class_index,
+        class_index=class_index,
         embedding_dim=estimator.embedding_dim,
         batch_size=estimator.batch_size,
         activation_size=activation_size,
@@ -117,7 +122,7 @@ def check_fit_memory(estimator, dims, activation_size):
     else:
         cause = (
             f"y: {math.prod(dims)} attribute combinations "
-            f"({' x '.join(map(str, dims))} values of {estimator.attribute_names_}), each "
+            f"({' x '.join(map(str, dims))} values of {codec.names}), each "
             "pair of which has an entry in the weight tables. Bin continuous attributes "
             "into a few groups or drop an attribute"
         )

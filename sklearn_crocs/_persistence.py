@@ -24,7 +24,6 @@ checks the whole file against a hash obtained from the model's source).
 
 import hashlib
 import json
-import math
 import os
 import platform
 import re
@@ -38,10 +37,9 @@ import skorch
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
-from skorch.history import History
 
-from ._attributes import LAYOUTS, MAX_COMBINATIONS, AttributeCodec
-from ._utils import _atomic_path, _crocs_step, _device_problem, _file_sha256, _python_value
+from ._attributes import LAYOUTS
+from ._utils import _atomic_path, _device_problem, _file_sha256, _python_value
 from .preprocessing import SignalConditioner
 
 __all__ = ["InvalidModelFileError"]
@@ -54,14 +52,6 @@ _METADATA_KEY = "sklearn_crocs"
 # The document's own SHA-256, so that a changed byte in it is found too.
 _DIGEST_KEY = "sklearn_crocs_sha256"
 
-# Parameters that a model file never sets, by class: objects of any class,
-# which a file that runs no code cannot restore, and paths on the user's
-# machine, which only the caller names. Saving leaves them out; a file that
-# has them is refused.
-_PARAMS_NOT_IN_FILES = {
-    "CROCSClusterer": ("encoder", "callbacks", "accelerator"),
-    "PrototypeRetriever": ("estimator", "embeddings_path"),
-}
 # Tensor dtypes a model file may hold (torch names); the tensors' bytes are in
 # the file, so reading them allocates no more than the file's size.
 _TENSOR_DTYPES = frozenset(
@@ -82,7 +72,7 @@ _VALUE_DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|U(\d{1,9}))")
 # Largest input a loaded model accepts: 4096 leads, 2**31 samples per lead.
 _MAX_LEADS, _MAX_TIMEPOINTS = 4096, 2**31
 # Nesting of FrozenEstimator and Pipeline in a retriever's estimator.
-_MAX_NESTING = 16
+MAX_NESTING = 16
 
 
 class InvalidModelFileError(ValueError):
@@ -118,25 +108,25 @@ def _versions():
 
 
 # ------------------------------------------------------------- JSON values
-def _encode(value, where):
+def encode_value(value, where):
     """A parameter value as JSON, with tags for tuples, devices and RandomState."""
     value = _python_value(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
-        return [_encode(v, where) for v in value]
+        return [encode_value(v, where) for v in value]
     if isinstance(value, tuple):
-        return {"tuple": [_encode(v, where) for v in value]}
+        return {"tuple": [encode_value(v, where) for v in value]}
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
             raise TypeError(f"{where} has non-string keys; a model file cannot store it.")
-        return {"dict": {k: _encode(v, f"{where}[{k!r}]") for k, v in value.items()}}
+        return {"dict": {k: encode_value(v, f"{where}[{k!r}]") for k, v in value.items()}}
     if isinstance(value, torch.device):
         return {"device": str(value)}
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, SignalConditioner):
-        return {"SignalConditioner": _encode(value.get_params(), where)}
+        return {"SignalConditioner": encode_value(value.get_params(), where)}
     if isinstance(value, np.random.RandomState):
         name, keys, pos, has_gauss, gauss = value.get_state()
         return {"random_state": [name, keys.tolist(), pos, has_gauss, gauss]}
@@ -148,22 +138,22 @@ def _encode(value, where):
     )
 
 
-def _decode(value):
+def decode_value(value):
     if isinstance(value, list):
-        return [_decode(v) for v in value]
+        return [decode_value(v) for v in value]
     if not isinstance(value, dict):
         return value
     if len(value) != 1:
         raise ValueError(f"unknown tagged value {value!r}")
     ((tag, content),) = value.items()
     if tag == "tuple":
-        return tuple(_decode(v) for v in content)
+        return tuple(decode_value(v) for v in content)
     if tag == "dict":
-        return {k: _decode(v) for k, v in content.items()}
+        return {k: decode_value(v) for k, v in content.items()}
     if tag == "device":
         return torch.device(content)
     if tag == "SignalConditioner":
-        params = _decode(content)
+        params = decode_value(content)
         if not isinstance(params, dict):
             raise ValueError("the conditioning step has no parameters")
         step = SignalConditioner(**params)
@@ -177,7 +167,7 @@ def _decode(value):
     raise ValueError(f"unknown tag {tag!r}")
 
 
-def _encode_values(values, where):
+def encode_values(values, where):
     """An array of attribute values (numbers, strings, booleans) as JSON."""
     values = np.asarray(values)
     items = [_python_value(v) for v in values.tolist()]
@@ -191,8 +181,8 @@ def _encode_values(values, where):
     return {"dtype": values.dtype.str if values.dtype != object else "object", "values": items}
 
 
-def _decode_values(spec):
-    """The array ``_encode_values`` wrote; its dtype checked before it is allocated."""
+def decode_values(spec):
+    """The array ``encode_values`` wrote; its dtype checked before it is allocated."""
     if not isinstance(spec, dict) or set(spec) != {"dtype", "values"}:
         raise ValueError("an array of attribute values is not {'dtype', 'values'}")
     values, dtype = spec["values"], spec["dtype"]
@@ -217,10 +207,10 @@ def _decode_values(spec):
     return np.asarray(values, dtype=np.dtype(dtype))
 
 
-def _encode_dtype(dtype, where):
+def encode_dtype(dtype, where):
     if isinstance(dtype, pd.CategoricalDtype):
         return {
-            "categories": _encode_values(dtype.categories.to_numpy(), where),
+            "categories": encode_values(dtype.categories.to_numpy(), where),
             "ordered": bool(dtype.ordered),
         }
     if str(dtype) not in _ATTRIBUTE_DTYPES:
@@ -232,11 +222,11 @@ def _encode_dtype(dtype, where):
     return {"name": str(dtype)}
 
 
-def _decode_dtype(spec):
+def decode_dtype(spec):
     if not isinstance(spec, dict):
         raise ValueError("an attribute dtype is not an object")
     if set(spec) == {"categories", "ordered"} and isinstance(spec["ordered"], bool):
-        return pd.CategoricalDtype(_decode_values(spec["categories"]), ordered=spec["ordered"])
+        return pd.CategoricalDtype(decode_values(spec["categories"]), ordered=spec["ordered"])
     if set(spec) != {"name"} or spec["name"] not in _ATTRIBUTE_DTYPES:
         raise ValueError(
             f"an attribute has the dtype {str(spec.get('name'))[:80]!r}; a model file may "
@@ -272,7 +262,7 @@ def _is_model_file(path):
         return False
 
 
-def _write(path, kind, document, tensors, *, overwrite=False):
+def write_model_file(path, kind, document, tensors, *, overwrite=False):
     """Write ``tensors`` and ``document`` to ``path`` atomically."""
     path = os.fspath(path)
     if not overwrite and os.path.lexists(path) and not _is_model_file(path):
@@ -355,7 +345,7 @@ def _check_manifest_entry(path, name, expected, found):
             )
 
 
-def _read(path, kind, sha256=None):
+def read_model_file(path, kind, sha256=None):
     """``(document, tensors)`` of a model file, every tensor checked against the manifest."""
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -470,11 +460,11 @@ def _check_header(path, kind, document):
         raise InvalidModelFileError(f"{path}: the model document has no valid tensor manifest.")
 
 
-def _class_name(cls):
+def class_name(cls):
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-class _CallerError(ValueError):
+class CallerError(ValueError):
     """A load argument that does not fit the file: the caller's error, not a damaged file."""
 
 
@@ -530,7 +520,7 @@ def _is_bin_edges(value):
     )
 
 
-_CLUSTERER_FIELDS = {
+ESTIMATOR_FIELDS = {
     "class": (_is_str, "a class name", True),
     "params": (lambda v: isinstance(v, dict), "an object of parameters", True),
     "encoder": (
@@ -563,7 +553,7 @@ _CLUSTERER_FIELDS = {
 }
 
 
-def _check_fields(document, fields, what):
+def check_fields(document, fields, what):
     """Raise ValueError naming the first field of ``document`` that ``fields`` refuses."""
     if not isinstance(document, dict):
         raise ValueError(f"{what} is not a JSON object")
@@ -575,70 +565,26 @@ def _check_fields(document, fields, what):
             raise ValueError(f"{what}: {name!r} is not {described}")
 
 
-def _decode_params(document, class_name, path):
-    """The parameters of a document, refusing those that only the caller sets."""
+def decode_params(document, not_saved, path):
+    """The parameters of a document, refusing those that only the caller sets.
+
+    ``not_saved`` names the parameters that saving leaves out: objects of any
+    class, which a file that runs no code cannot restore, and paths on the
+    user's machine, which only the caller names.
+    """
     params = document["params"]
-    refused = [k for k in _PARAMS_NOT_IN_FILES[class_name] if k in params]
+    refused = [k for k in not_saved if k in params]
     if refused:
         raise InvalidModelFileError(
             f"{path}: the model document sets {refused[0]!r}, which a model file never "
-            f"sets (save leaves out {list(_PARAMS_NOT_IN_FILES[class_name])}: paths on "
+            f"sets (save leaves out {list(not_saved)}: paths on "
             "this machine and objects are given by the caller). The file was altered; "
             "use a file written by save."
         )
-    return {k: _decode(v) for k, v in params.items()}
+    return {k: decode_value(v) for k, v in params.items()}
 
 
-# ------------------------------------------------------------ the clusterer
-def _clusterer_state(model, prefix=""):
-    """``(document, tensors)`` of a fitted CROCSClusterer."""
-    params = model.get_params(deep=False)
-    encoder = params["encoder"]
-    # Callbacks and accelerators are objects of any class, which a file that runs
-    # no code cannot restore; the loaded model has None (documented in save).
-    for name in _PARAMS_NOT_IN_FILES["CROCSClusterer"]:
-        params.pop(name)
-    codec = model.attribute_codec_
-    document = {
-        "class": type(model).__name__,
-        "params": {k: _encode(v, f"parameter {k}") for k, v in params.items()},
-        "encoder": encoder if isinstance(encoder, str) else {"class": _class_name(encoder)},
-        "attribute_names": codec.names,
-        "categories": [
-            _encode_values(c, f"categories_ of attribute {n!r}")
-            for n, c in zip(codec.names, codec.categories)
-        ],
-        "attribute_dtypes": [
-            _encode_dtype(d, f"the dtype of attribute {n!r}")
-            for n, d in zip(codec.names, codec.dtypes)
-        ],
-        "y_kind": codec.layout,
-        "bin_edges": {name: edges.tolist() for name, edges in codec.bin_edges.items()},
-        "class_index": model._class_index,
-        "input_shape": list(model.input_shape_),
-        "sampling_rate": model.sampling_rate_,
-        "signal_scale": model.signal_scale_,
-        "fit_ndim": model._fit_ndim,
-        "n_features_in": model.n_features_in_,
-        "feature_names_in": (
-            model.feature_names_in_.tolist() if hasattr(model, "feature_names_in_") else None
-        ),
-        "history": model.net_.history.to_list(),
-    }
-    tensors = {f"encoder.{k}": v for k, v in model.net_.module_.state_dict().items()}
-    tensors.update(
-        {
-            "criterion.prototypes": model.net_.criterion_.prototypes,
-            "learned_prototypes": model._learned_prototypes,
-            "mean_prototypes": model._mean_prototypes,
-            "prototype_counts": model._prototype_counts.astype(np.int64),
-            "labels": model.labels_.astype(np.int64),
-        }
-    )
-    return document, {prefix + k: v for k, v in tensors.items()}
-
-
-def _resolve_device(saved, device, path):
+def resolve_device(saved, device, path):
     """The device to load onto: ``device``, else the saved one if torch can use it, else CPU."""
     if device is not None:
         return device
@@ -655,22 +601,7 @@ def _resolve_device(saved, device, path):
     return "cpu"
 
 
-def _clusterer_from_state(cls, document, tensors, path, *, device, encoder, prefix=""):
-    """Rebuild a fitted CROCSClusterer; every inconsistency is an InvalidModelFileError."""
-    try:
-        return _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix)
-    except (InvalidModelFileError, _CallerError):
-        raise
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
-        # InvalidParameterError is a ValueError; load_state_dict raises RuntimeError.
-        raise InvalidModelFileError(
-            f"{path}: the model document and tensors do not describe a valid "
-            f"{cls.__name__} ({type(exc).__name__}: {exc}). The file was altered or "
-            "written by an incompatible version."
-        ) from exc
-
-
-def _check_encoder_shapes(net, weights):
+def check_encoder_shapes(net, weights):
     """Compare the encoder that the parameters build with the weights, allocating nothing.
 
     The module is built on the meta device (shapes without storage), so that
@@ -692,233 +623,3 @@ def _check_encoder_shapes(net, weights):
                 f"build {shape}"
             )
 
-
-def _rebuild_clusterer(cls, document, tensors, path, device, encoder, prefix):
-    _check_fields(document, _CLUSTERER_FIELDS, "the model document")
-    if document["class"] != cls.__name__:
-        raise InvalidModelFileError(f"{path} holds a {document['class']}, not a {cls.__name__}.")
-    params = _decode_params(document, "CROCSClusterer", path)
-    saved_encoder = document["encoder"]
-    if isinstance(saved_encoder, str):
-        if encoder is not None:
-            raise _CallerError(
-                f"{path} was fitted with the built-in encoder {saved_encoder!r}; load it "
-                f"without encoder= (got encoder={_class_name(encoder)})."
-            )
-        params["encoder"] = saved_encoder
-    else:
-        # The class is never imported from the file: the caller names it.
-        name = saved_encoder["class"]
-        if encoder is None or _class_name(encoder) != name:
-            raise InvalidModelFileError(
-                f"{path} was fitted with the encoder class {name}; pass that class as "
-                f"{cls.__name__}.load(path, encoder={name.rsplit('.', 1)[-1]}) (got "
-                f"{'none' if encoder is None else _class_name(encoder)})."
-            )
-        params["encoder"] = encoder
-    params["device"] = _resolve_device(params.get("device", "cpu"), device, path)
-    model = cls(**params)
-    model._validate_params()
-
-    # Sizes the document declares, against the tensors in the file, before
-    # anything is allocated from them.
-    t = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-    categories = [_decode_values(c) for c in document["categories"]]
-    dtypes = [_decode_dtype(d) for d in document["attribute_dtypes"]]
-    n_combinations = math.prod(len(c) for c in categories)
-    shape = (n_combinations, model.embedding_dim)
-    learned = t["learned_prototypes"]
-    if n_combinations > MAX_COMBINATIONS or tuple(learned.shape) != shape:
-        raise ValueError(
-            f"the categories give {n_combinations} attribute combinations and "
-            f"embedding_dim={model.embedding_dim}, but the learned prototypes have shape "
-            f"{tuple(learned.shape)}"
-        )
-    codec = model.attribute_codec_ = AttributeCodec(
-        document["attribute_names"], categories, dtypes, document["y_kind"],
-        document.get("bin_edges"),
-    )  # fmt: skip
-    model._class_index = document["class_index"]
-    model.input_shape_ = tuple(document["input_shape"])
-    model._fit_ndim = document["fit_ndim"]
-    model.n_features_in_ = document["n_features_in"]
-    model.sampling_rate_ = document.get("sampling_rate")
-    model.signal_scale_ = document.get("signal_scale")
-    if document["feature_names_in"] is not None:
-        model.feature_names_in_ = np.asarray(document["feature_names_in"], dtype=object)
-    names_in = getattr(model, "feature_names_in_", None)
-    if (
-        not 0 <= model._class_index < len(codec.names)
-        or model.n_features_in_ != math.prod(model.input_shape_)
-        or (names_in is not None and len(names_in) != model.n_features_in_)
-    ):
-        raise ValueError("inconsistent attribute or input description")
-
-    means = t["mean_prototypes"].numpy()
-    counts = t["prototype_counts"].numpy()
-    labels = t["labels"].numpy()
-    if means.shape != shape or counts.shape != (n_combinations,):
-        raise ValueError(
-            f"prototype tensors do not have the shape {shape} that the categories and "
-            "embedding_dim give"
-        )
-    if (counts < 0).any() or not np.isfinite(means[counts > 0]).all():
-        raise InvalidModelFileError(
-            f"{path}: tensor 'mean_prototypes' holds NaN or infinite values for attribute "
-            "combinations with training ECGs (or prototype_counts is negative), which no "
-            "fitted model has; the file was altered. Fit and save the model again."
-        )
-    prototypes = t["criterion.prototypes"]
-    if tuple(prototypes.shape) != shape:
-        raise ValueError(f"criterion.prototypes has shape {tuple(prototypes.shape)}, not {shape}")
-    net = model._build_net(*model.input_shape_, 0, None)
-    weights = {k.removeprefix("encoder."): v for k, v in t.items() if k.startswith("encoder.")}
-    _check_encoder_shapes(net, weights)
-    with torch.random.fork_rng(devices=[]):  # the weights are overwritten below
-        net.initialize()
-    net.module_.load_state_dict(weights, strict=True)
-    with torch.no_grad():
-        net.criterion_.prototypes.copy_(prototypes)
-    net.history = History(document["history"])
-    model.net_ = net
-    model.n_iter_ = len(net.history)
-    model._learned_prototypes = learned.numpy()
-    model._mean_prototypes = means
-    model._prototype_counts = counts
-    model._select_prototypes()
-    if labels.ndim != 1 or not np.all((labels >= 0) & (labels < len(model.prototypes_))):
-        raise ValueError("labels do not index the prototypes")
-    model.labels_ = labels
-    return model
-
-
-def save_clusterer(model, path, *, overwrite=False):
-    document, tensors = _clusterer_state(model)
-    _write(path, "CROCSClusterer", document, tensors, overwrite=overwrite)
-
-
-def load_clusterer(cls, path, *, device=None, encoder=None, sha256=None):
-    check_load_args(device, encoder, sha256)
-    document, tensors = _read(path, "CROCSClusterer", sha256)
-    return _clusterer_from_state(
-        cls, document, tensors, os.fspath(path), device=device, encoder=encoder
-    )
-
-
-# ------------------------------------------------------------ the retriever
-def _estimator_spec(estimator, tensors):
-    """The JSON spec of a retriever's estimator; the clusterer's tensors go to ``tensors``."""
-    from sklearn.frozen import FrozenEstimator
-    from sklearn.pipeline import Pipeline
-
-    from ._clusterer import CROCSClusterer
-    from .preprocessing import FrameNormalizer
-
-    if type(estimator) is CROCSClusterer:  # not a subclass such as baselines.DTC
-        document, state = _clusterer_state(estimator, prefix="estimator.")
-        tensors.update(state)
-        return {"CROCSClusterer": document}
-    if isinstance(estimator, FrozenEstimator):
-        return {"FrozenEstimator": _estimator_spec(estimator.estimator, tensors)}
-    if isinstance(estimator, Pipeline) and estimator.memory is None:
-        steps = [[str(name), _estimator_spec(step, tensors)] for name, step in estimator.steps]
-        return {"Pipeline": {"steps": steps, "verbose": bool(estimator.verbose)}}
-    if type(estimator) is FrameNormalizer:
-        spec = {"method": estimator.method}
-        if hasattr(estimator, "n_features_in_"):
-            spec["n_features_in"] = estimator.n_features_in_
-        return {"FrameNormalizer": spec}
-    raise TypeError(
-        f"PrototypeRetriever.save cannot store a {type(estimator).__name__} without pickle: "
-        "it stores a CROCSClusterer, optionally after FrameNormalizer steps in a Pipeline "
-        "and wrapped in FrozenEstimator. Use those, or persist this retriever with joblib "
-        "(see the user guide on model persistence for the risk)."
-    )
-
-
-def _estimator_from_spec(spec, tensors, path, device, encoder, depth=0):
-    from sklearn.frozen import FrozenEstimator
-    from sklearn.pipeline import Pipeline
-
-    from ._clusterer import CROCSClusterer
-    from .preprocessing import FrameNormalizer
-
-    if not isinstance(spec, dict) or len(spec) != 1 or depth > _MAX_NESTING:
-        raise ValueError("the estimator is not one {kind: content} object of a known depth")
-    ((kind, content),) = spec.items()
-    if kind == "CROCSClusterer":
-        return _clusterer_from_state(
-            CROCSClusterer,
-            content,
-            tensors,
-            path,
-            device=device,
-            encoder=encoder,
-            prefix="estimator.",
-        )
-    if kind == "FrozenEstimator":
-        return FrozenEstimator(
-            _estimator_from_spec(content, tensors, path, device, encoder, depth + 1)
-        )
-    if kind == "Pipeline":
-        steps = [
-            (str(name), _estimator_from_spec(step, tensors, path, device, encoder, depth + 1))
-            for name, step in content["steps"]
-        ]
-        return Pipeline(steps, verbose=bool(content["verbose"]))
-    if kind == "FrameNormalizer":
-        if content["method"] not in ("zscore", "minmax"):
-            raise ValueError(f"unknown FrameNormalizer method {content['method']!r}")
-        step = FrameNormalizer(method=content["method"])
-        if "n_features_in" in content:
-            step.n_features_in_ = int(content["n_features_in"])
-        return step
-    raise ValueError(f"unknown estimator kind {kind!r}")
-
-
-def save_retriever(retriever, path, *, include_embeddings, overwrite=False):
-    tensors = {}
-    document = {
-        "class": "PrototypeRetriever",
-        "params": {
-            k: _encode(v, f"parameter {k}")
-            for k, v in retriever.get_params(deep=False).items()
-            if k not in _PARAMS_NOT_IN_FILES["PrototypeRetriever"]
-        },
-        "estimator": _estimator_spec(retriever.estimator_, tensors),
-        "indexed": bool(include_embeddings),
-    }
-    if include_embeddings:
-        tensors["embeddings"] = retriever.embeddings_
-    _write(path, "PrototypeRetriever", document, tensors, overwrite=overwrite)
-
-
-def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
-    check_load_args(device, encoder, sha256)
-    document, tensors = _read(path, "PrototypeRetriever", sha256)
-    path = os.fspath(path)
-    try:
-        if not isinstance(document.get("params"), dict):
-            raise ValueError("the retriever's parameters are not an object")
-        params = _decode_params(document, "PrototypeRetriever", path)
-        estimator = _estimator_from_spec(document["estimator"], tensors, path, device, encoder)
-        retriever = cls(estimator, **params)
-        retriever._validate_params()
-        indexed = document["indexed"]
-        if indexed:
-            embeddings = tensors["embeddings"].numpy()
-            crocs = _crocs_step(estimator)
-            if embeddings.ndim != 2 or embeddings.shape[1] != crocs.embedding_dim:
-                raise ValueError(
-                    f"embeddings have shape {embeddings.shape}, not (n, {crocs.embedding_dim})"
-                )
-            retriever._set_fitted(estimator, embeddings)
-    except (InvalidModelFileError, _CallerError):
-        raise
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
-        raise InvalidModelFileError(
-            f"{path}: the model document and tensors do not describe a valid "
-            f"PrototypeRetriever ({type(exc).__name__}: {exc}). The file was altered or "
-            "written by an incompatible version."
-        ) from exc
-    return retriever

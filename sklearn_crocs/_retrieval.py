@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._ann import INDEX_PARAMS, FaissIndex
 from ._doc_link import DocLinkMixin
-from ._persistence import load_retriever, save_retriever
+from ._retriever_persistence import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
 from ._utils import _atomic_path, _crocs_step, _python_value
 

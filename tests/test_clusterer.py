@@ -3,6 +3,7 @@
 import math
 import pickle
 import re
+import subprocess
 import sys
 import warnings
 
@@ -268,10 +269,10 @@ def test_inference_batches_sized_by_the_largest_activation(synthetic, monkeypatc
     # Small frames: more than the training batch, as many as fit the bound.
     per_frame = model.net_.module_.max_activation_size
     fitting = min(_net._MAX_INFERENCE_BATCH, _net._ACTIVATION_BYTES // (4 * per_frame))
-    assert model.net_._inference_batch_size() == fitting > model.batch_size
+    assert model.net_.inference_batch_size() == fitting > model.batch_size
     expected = model.transform(X)
     monkeypatch.setattr(_net, "_ACTIVATION_BYTES", 5 * 4 * per_frame)
-    assert model.net_._inference_batch_size() == 5
+    assert model.net_.inference_batch_size() == 5
     batches = []
     model.net_.module_.register_forward_hook(lambda m, args, out: batches.append(len(out)))
     np.testing.assert_allclose(model.transform(X), expected, rtol=1e-5, atol=1e-6)
@@ -315,8 +316,8 @@ def _fit_recording_split(model, X, y, groups, monkeypatch):
     splits = []
     split = CROCSClusterer._split
 
-    def recording_split(self, *args):
-        splits.append(split(self, *args))
+    def recording_split(self, *args, **kwargs):
+        splits.append(split(self, *args, **kwargs))
         return splits[-1]
 
     monkeypatch.setattr(CROCSClusterer, "_split", recording_split)
@@ -682,7 +683,7 @@ def test_categorical_attribute_keeps_declared_order(synthetic):
 def test_chunked_and_memmap_transform_equal_in_memory(
     fitted, synthetic, tmp_path, monkeypatch, capsys
 ):
-    import sklearn_crocs._clusterer as clusterer_module
+    import sklearn_crocs._base as clusterer_module
 
     X, y, _ = synthetic
     expected = fitted.transform(X)
@@ -712,12 +713,12 @@ def test_chunked_and_memmap_transform_equal_in_memory(
 def test_chunks_hold_whole_batches(fitted, synthetic, monkeypatch):
     # A chunk of a large input is cut to whole inference batches, so that no
     # chunk but the last ends in a short batch.
-    import sklearn_crocs._clusterer as clusterer_module
+    import sklearn_crocs._base as clusterer_module
     from sklearn_crocs.nn import _net
 
     X, _, _ = synthetic
     monkeypatch.setattr(_net, "_MAX_INFERENCE_BATCH", 16)  # several batches in X
-    batch = fitted.net_._inference_batch_size()
+    batch = fitted.net_.inference_batch_size()
     assert 5 * batch // 4 < len(X)
     monkeypatch.setattr(clusterer_module, "_CHUNK_BYTES", 4 * X[0].size * (5 * batch // 4))
     sizes = []
@@ -946,6 +947,11 @@ def _with_ages(y, seed=0):
     return y.drop(columns="age_group").assign(age=age)
 
 
+def _ordinal(model):
+    """Which attributes the fitted model's loss treats as ordinal."""
+    return list(model.net_.get_params()["criterion__ordinal"])
+
+
 def test_ordered_categoricals_are_ordinal_in_the_loss(synthetic):
     X, y, _ = synthetic
     y = y.assign(
@@ -953,11 +959,11 @@ def test_ordered_categoricals_are_ordinal_in_the_loss(synthetic):
         sex=pd.Categorical(y["sex"]),  # a categorical, but not ordered: nominal
     )
     auto = _model(max_epochs=1).fit(X, y)
-    assert auto._ordinal_mask() == [False, False, True]
+    assert _ordinal(auto) == [False, False, True]
     named = _model(max_epochs=1, ordinal=["sex"]).fit(X, y)
-    assert named._ordinal_mask() == [False, True, False]
+    assert _ordinal(named) == [False, True, False]
     nominal = _model(max_epochs=1, ordinal=None).fit(X, y)
-    assert nominal._ordinal_mask() == [False, False, False]
+    assert _ordinal(nominal) == [False, False, False]
     # Two age groups: ranks 0 and 1 differ by 1, as a nominal mismatch does.
     np.testing.assert_array_equal(auto.net_.criterion_.weights, nominal.net_.criterion_.weights)
     with pytest.raises(ValueError, match="ordinal='weight' is not an attribute"):
@@ -973,7 +979,7 @@ def test_continuous_attribute_is_binned_into_ordered_quantile_groups(synthetic):
     assert edges[0] == y["age"].min() and edges[-1] == y["age"].max()
     labels = list(model.categories_[2])
     assert len(labels) == 3 and labels[0].startswith("<=") and labels[-1].startswith(">=")
-    assert model._ordinal_mask() == [False, False, True]
+    assert _ordinal(model) == [False, False, True]
     # Three ranks: the loss's weights distinguish ranks 1 and 2 away.
     weights = model.net_.criterion_.weights.numpy()
     first = model.attribute_codec_.encode(
@@ -1092,7 +1098,7 @@ def test_fit_on_lazy_arrays_equals_fit_in_memory(synthetic, tmp_path, prototypes
 
 
 def test_fit_reads_a_lazy_array_in_batches_and_chunks(synthetic, monkeypatch):
-    import sklearn_crocs._clusterer as clusterer_module
+    import sklearn_crocs._base as clusterer_module
     from sklearn_crocs.nn import _net
 
     X, y, groups = synthetic
@@ -1278,3 +1284,20 @@ def test_a_lazy_x_that_needs_resampling_is_refused(tmp_path):
     model = _model(sampling_rate=500, working_rate=None).fit(lazy, y)  # nothing to convert
     assert model.signal_scale_ is None
     np.testing.assert_array_equal(model.predict(lazy), model.predict(X))
+
+
+def test_a_fit_with_a_validation_split_does_not_import_the_dataset_readers():
+    # The split is patient_split's, which lives outside sklearn_crocs.datasets
+    # (whose readers import wfdb): a fit must not need the readers.
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from sklearn_crocs import CROCSClusterer\n"
+        "X, y = np.random.RandomState(0).randn(20, 400), np.repeat([0, 1], 10)\n"
+        "CROCSClusterer(encoder='cnn', embedding_dim=4, max_epochs=2, random_state=0,\n"
+        "               validation_fraction=0.3).fit(X, y, groups=np.arange(20) // 2)\n"
+        "print(sorted(m for m in ('wfdb', 'sklearn_crocs.datasets') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

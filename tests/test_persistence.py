@@ -136,11 +136,11 @@ def test_the_checked_tensors_do_not_change_with_the_file(fitted_models, tmp_path
     # Older safetensors map the file's tensors into memory: the tensors load
     # checks against the document must not change if the file is rewritten in
     # place afterwards (save itself replaces the file instead).
-    from sklearn_crocs._persistence import _read
+    from sklearn_crocs._persistence import read_model_file
 
     path = tmp_path / "model.safetensors"
     fitted_models[0].save(path)
-    _, tensors = _read(path, "CROCSClusterer")
+    _, tensors = read_model_file(path, "CROCSClusterer")
     expected = {name: tensor.clone() for name, tensor in tensors.items()}
     with safe_open(path, framework="pt") as fh:
         metadata = fh.metadata()

@@ -9,13 +9,13 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from skorch.helper import predefined_split
 from torch import nn
 
 from .._attributes import as_attribute_frame, combination_labels
+from .._base import NeuralEstimatorMixin
 from .._clusterer import CROCSClusterer
 from .._doc_link import DocLinkMixin
-from .._utils import _device_problem, _draw_seed, _fused_adam_supported, _silent
+from .._utils import _draw_seed, _silent
 from ..nn import ArrayDataset, CROCSNet
 from ..nn._callbacks import early_stopping_callbacks
 from ..nn._encoders import ENCODERS
@@ -206,17 +206,17 @@ class EncoderModule(nn.Module):
         return getattr(self.encoder, "max_activation_size", None)
 
 
-class NeuralBaseline(DocLinkMixin, ClusterMixin, TransformerMixin, BaseEstimator):
+class NeuralBaseline(
+    NeuralEstimatorMixin, DocLinkMixin, ClusterMixin, TransformerMixin, BaseEstimator
+):
     """Shared fitting of the neural baselines: input checks, seeding, skorch net, embeddings.
 
     Subclasses implement ``_build(n_leads, n_timepoints, seed)`` returning
     ``(module, criterion, callbacks)``; the module is an
-    :class:`EncoderModule` whose ``encoder`` gives the embeddings.
+    :class:`EncoderModule` whose ``encoder`` gives the embeddings. Input
+    checks, the validation split and the net's training settings are
+    CROCSClusterer's (:class:`~sklearn_crocs._base.NeuralEstimatorMixin`).
     """
-
-    def _validate_signals(self, X, *, reset):
-        # CROCSClusterer's checks and messages: (n, T) or (n, leads, T), float32.
-        return CROCSClusterer._validate_signals(self, X, reset=reset)
 
     def _make_encoder(self, n_leads, n_timepoints):
         encoder = ENCODERS[self.encoder] if isinstance(self.encoder, str) else self.encoder
@@ -229,16 +229,14 @@ class NeuralBaseline(DocLinkMixin, ClusterMixin, TransformerMixin, BaseEstimator
 
     def _train(self, X, targets, groups=None):
         """Fit ``net_`` on validated signals X and per-ECG ``targets``; return the seed."""
-        problem = _device_problem(self.device)
-        if problem is not None:
-            raise ValueError(f"device={self.device!r} cannot be used: {problem}.")
+        self._check_device()
         seed = _draw_seed(self.random_state)
         if getattr(self, "validation_fraction", None) is None:
             train, valid = np.arange(len(X)), None
         else:
-            # CROCSClusterer's patient-grouped split (and its warning without
-            # groups), not stratified: the baselines' targets are no classes.
-            train, valid = CROCSClusterer._split(self, len(X), groups, seed, None)
+            # The patient-grouped split (and its warning without groups), not
+            # stratified: the baselines' targets are no classes.
+            train, valid = self._split(len(X), groups, seed, None)
         callbacks = []
         if valid is not None:
             sink = print if self.verbose else _silent
@@ -247,25 +245,14 @@ class NeuralBaseline(DocLinkMixin, ClusterMixin, TransformerMixin, BaseEstimator
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
             module, criterion, extra_callbacks = self._build(*X.shape[1:], seed)
-            net = BaselineNet(
+            net = self._assemble_net(
+                BaselineNet,
+                seed=seed,
+                valid_dataset=None if valid is None else ArrayDataset(X[valid], targets[valid]),
+                callbacks=[*extra_callbacks, *callbacks],
                 module=module,
                 criterion=criterion,
-                optimizer=torch.optim.Adam,
-                optimizer__fused=_fused_adam_supported(self.device),
-                lr=self.lr,
-                max_epochs=self.max_epochs,
-                batch_size=self.batch_size,
-                predict_batch_size="auto",
-                dataset=ArrayDataset,
-                train_split=(
-                    None
-                    if valid is None
-                    else predefined_split(ArrayDataset(X[valid], targets[valid]))
-                ),
-                callbacks=[*extra_callbacks, *callbacks],
                 device=self.device,
-                verbose=self.verbose,
-                shuffle_seed=seed,
             )
             net.fit(X[train], targets[train])
         net.train_split = None  # a fitted model holds no training ECGs
@@ -276,8 +263,8 @@ class NeuralBaseline(DocLinkMixin, ClusterMixin, TransformerMixin, BaseEstimator
     def _encode(self, X, net=None):
         """Encoder outputs of validated signals X, as a float32 ndarray."""
         net = self.net_ if net is None else net
-        net._set_modes(False)
-        batch_size = net._inference_batch_size()
+        net.module_.train(False)
+        batch_size = net.inference_batch_size()
         encoder = net.module_.encoder
         with torch.inference_mode():
             parts = [

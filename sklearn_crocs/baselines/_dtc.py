@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
+from .._base import BasePrototypeClusterer
 from .._clusterer import CROCSClusterer
 from ..nn import CROCSLoss
 from ._base import CROCS_DEFAULTS
@@ -15,18 +16,6 @@ from ._base import CROCS_DEFAULTS
 __all__ = ["DTC"]
 
 _D = CROCS_DEFAULTS
-_FIXED = {
-    "missing": "error",
-    "ordinal": None,
-    "continuous": None,
-    "crop": 1.0,
-    "amplitude_jitter": 0.0,
-    "callbacks": None,
-    "accelerator": None,
-    "sampling_rate": None,
-    "working_rate": None,
-    "conditioning": None,
-}
 
 
 def student_t_log_assignment(embeddings, prototypes, alpha=1.0):
@@ -79,7 +68,7 @@ class DTCLoss(CROCSLoss):
         return kl, kl.new_zeros(())
 
 
-class DTC(CROCSClusterer):
+class DTC(BasePrototypeClusterer):
     """Deep Transfer Clustering, supervised as in the CROCS paper: one prototype per combination.
 
     DTC (Han, Vedaldi & Zisserman, ICCV 2019) learns cluster prototypes by
@@ -90,11 +79,15 @@ class DTC(CROCSClusterer):
     target ``z_j = softmax_{l in L}(w_il)`` over the prototypes ``L`` of the
     ECG's class, with CROCS's soft weights ``w`` (temperature ``tau_w``); see
     ``DTCLoss``. Everything else is
-    :class:`~sklearn_crocs.CROCSClusterer`'s: encoder, training, early
-    stopping (on the held-out KL divergence, recorded as ``valid_nce``),
-    prediction by the nearest prototype, ``get_prototypes`` (so that
-    :class:`~sklearn_crocs.PrototypeRetriever` retrieves with DTC's
-    prototypes, as in the paper's Table 2).
+    :class:`~sklearn_crocs.CROCSClusterer`'s (both derive from one base):
+    encoder, training, early stopping (on the held-out KL divergence,
+    recorded as ``valid_nce``), prediction by the nearest prototype,
+    ``get_prototypes`` (so that :class:`~sklearn_crocs.PrototypeRetriever`
+    retrieves with DTC's prototypes, as in the paper's Table 2), and
+    :meth:`save` and :meth:`load` (a DTC file is refused by
+    ``CROCSClusterer.load`` and the other way round). As in the paper, it
+    trains on whole, unperturbed ECGs whose attributes are all known, at
+    the rate they are given.
 
     Embeddings and prototypes are L2-normalised before the Student-t kernel:
     the paper compares DTC's prototypes with the embeddings by Euclidean
@@ -149,6 +142,13 @@ class DTC(CROCSClusterer):
         Attribute values of each prototype.
     prototype_counts_ : ndarray of shape (n_prototypes,)
         Training ECGs per prototype's combination.
+    combination_counts_ : ndarray of shape (n_combinations,)
+        Training ECGs of every attribute combination, in the order of
+        ``attribute_codec_.combinations`` (zero for those without any).
+    class_index_ : int
+        Position of the class attribute among ``attribute_names_``.
+    attribute_codec_ : AttributeCodec
+        The attributes as ``fit`` saw them in ``y``.
     attribute_names_ : list of str
         Names of the attributes.
     categories_ : list of ndarray
@@ -157,6 +157,12 @@ class DTC(CROCSClusterer):
         Row of ``prototypes_`` nearest to each training ECG.
     n_features_in_ : int
         Number of values per training ECG.
+    sampling_rate_ : None
+        Always ``None``: DTC takes no sampling rate (as CROCSClusterer
+        without one).
+    signal_scale_ : float or None
+        Median standard deviation of the training signals' leads (see
+        CROCSClusterer's).
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names of ``X`` when it was a DataFrame.
     input_shape_ : tuple of int
@@ -198,15 +204,23 @@ class DTC(CROCSClusterer):
         **{
             k: v
             for k, v in CROCSClusterer._parameter_constraints.items()
-            if k not in _FIXED
-            and k
-            not in (
-                "tau_s",
-                "beta",
-                "loss",
-                "reg_reduction",
-                "unlabelled_weight",
-                "unlabelled_threshold",
+            if k
+            in (
+                "encoder",
+                "encoder_params",
+                "embedding_dim",
+                "tau_w",
+                "prototypes",
+                "class_attribute",
+                "max_epochs",
+                "batch_size",
+                "lr",
+                "validation_fraction",
+                "n_iter_no_change",
+                "device",
+                "random_state",
+                "verbose",
+                "memory_budget",
             )
         },
         "alpha": [Interval(Real, 0, None, closed="neither")],
@@ -248,25 +262,12 @@ class DTC(CROCSClusterer):
         self.verbose = verbose
         self.memory_budget = memory_budget
 
-    # CROCSClusterer's settings that DTC does not expose: the paper's DTC trains
-    # on whole, unperturbed ECGs whose attributes are all known, as labels.
-    missing = _FIXED["missing"]
-    crop = _FIXED["crop"]
-    amplitude_jitter = _FIXED["amplitude_jitter"]
-    callbacks = _FIXED["callbacks"]
-    accelerator = _FIXED["accelerator"]
-    ordinal = _FIXED["ordinal"]
-    continuous = _FIXED["continuous"]
-    sampling_rate = _FIXED["sampling_rate"]
-    working_rate = _FIXED["working_rate"]
-    conditioning = _FIXED["conditioning"]
-
-    def _criterion(self, partial_combinations=None):
-        # missing="error": fit rejects missing attributes before this point.
+    def _criterion(self, codec, class_index, partial_combinations=None):
+        # Every attribute is known (the base class's missing="error").
         return DTCLoss, {
-            "combinations": self.attribute_codec_.combinations,
+            "combinations": codec.combinations,
             "embedding_dim": self.embedding_dim,
-            "class_attribute": self._class_index,
+            "class_attribute": class_index,
             "tau_w": self.tau_w,
             "alpha": self.alpha,
         }
@@ -288,39 +289,3 @@ class DTC(CROCSClusterer):
         embeddings = torch.from_numpy(self.transform(X))
         prototypes = torch.from_numpy(self.prototypes_)
         return student_t_log_assignment(embeddings, prototypes, self.alpha).exp().numpy()
-
-    def save(self, path):
-        """Not available: model files hold CROCSClusterer models only.
-
-        Parameters
-        ----------
-        path : str or path-like
-            Unused.
-
-        Raises
-        ------
-        NotImplementedError
-            Always; pickle a DTC (``joblib.dump``) if it must be kept.
-        """
-        raise NotImplementedError(
-            "DTC models cannot be saved as safe model files, which hold CROCSClusterer "
-            "models only; use joblib.dump for a DTC."
-        )
-
-    @classmethod
-    def load(cls, path, **kwargs):
-        """Not available: see :meth:`save`.
-
-        Parameters
-        ----------
-        path : str or path-like
-            Unused.
-        **kwargs : dict
-            Unused.
-
-        Raises
-        ------
-        NotImplementedError
-            Always.
-        """
-        raise NotImplementedError("DTC models cannot be loaded from safe model files.")

@@ -7,6 +7,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
+from .._base import SignalMixin
 from .._clusterer import CROCSClusterer
 from .._doc_link import DocLinkMixin
 from ._base import MAPPING_CONSTRAINT, AttributeMapMixin
@@ -14,7 +15,9 @@ from ._base import MAPPING_CONSTRAINT, AttributeMapMixin
 __all__ = ["KMeansCROCS", "KMeansRaw"]
 
 
-class KMeansRaw(DocLinkMixin, AttributeMapMixin, ClusterMixin, TransformerMixin, BaseEstimator):
+class KMeansRaw(
+    SignalMixin, DocLinkMixin, AttributeMapMixin, ClusterMixin, TransformerMixin, BaseEstimator
+):
     """k-means on the ECG signals themselves (the CROCS paper's KM raw).
 
     Every ECG is flattened to one vector of ``n_leads * n_timepoints`` values
@@ -81,7 +84,7 @@ class KMeansRaw(DocLinkMixin, AttributeMapMixin, ClusterMixin, TransformerMixin,
         self.random_state = random_state
 
     def _flat(self, X, reset):
-        X = CROCSClusterer._validate_signals(self, X, reset=reset)
+        X = self._validate_signals(X, reset=reset)
         return X.reshape(len(X), -1)
 
     @_fit_context(prefer_skip_nested_validation=True)

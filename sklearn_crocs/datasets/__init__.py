@@ -9,13 +9,13 @@ normalisation, leads as instances, age quartiles) is in
 :mod:`sklearn_crocs.preprocessing`.
 """
 
+from .._split import patient_split, ptbxl_fold_split
 from ._base import InvalidRecordError, clear_data_home, get_data_home
 from ._chapman import fetch_chapman, load_chapman
 from ._edf import load_edf
 from ._ludb import load_ludb, load_ludb_instances
 from ._ptbxl import fetch_ptbxl, load_ptbxl
 from ._ptbxl_sample import load_ptbxl_sample, load_ptbxl_sample_frames
-from ._split import patient_split, ptbxl_fold_split
 from ._wfdb import load_wfdb
 
 __all__ = [

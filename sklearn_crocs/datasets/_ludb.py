@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
 
+from .._split import patient_split
 from ..preprocessing import AgeGroupEncoder, leads_as_instances, normalize_frames, resample_signals
 from ._base import data_file, load_descr, parse_age, parse_comments, parse_sex
-from ._split import patient_split
 
 LUDB_FILENAME = "ludb.npz"
 

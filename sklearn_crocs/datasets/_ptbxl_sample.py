@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
 
+from .._split import patient_split
 from ..preprocessing import AgeGroupEncoder, make_frames
 from ._base import STANDARD_LEADS, data_file, load_descr
-from ._split import patient_split
 
 SIGNALS_FILENAME = "ptbxl_sample.npz"
 RECORDS_FILENAME = "ptbxl_sample.csv"

@@ -137,7 +137,7 @@ def evaluate_prototypes(
     predictions, neighbors, scored = {}, {}, {}
     for method, kind in PROTOTYPE_KINDS.items():
         prototypes, attributes = crocs.get_prototypes(kind)
-        counts = crocs._prototype_counts
+        counts = crocs.combination_counts_
         if kind == "mean":  # that set leaves out combinations without training ECGs
             counts = counts[counts > 0]
         predictions[method] = pd.DataFrame(

@@ -145,7 +145,7 @@ class CROCSNet(DocLinkMixin, NeuralNet):
                 pass_index=len(self.history),
                 device=self._batch_device(),
             )
-        return BatchIterator(dataset, self._inference_batch_size(), device=self._batch_device())
+        return BatchIterator(dataset, self.inference_batch_size(), device=self._batch_device())
 
     def fit_loop(self, X, y=None, epochs=None, **fit_params):
         """skorch's fit loop, with a generator for ``augment`` seeded from ``shuffle_seed``."""
@@ -159,8 +159,15 @@ class CROCSNet(DocLinkMixin, NeuralNet):
     def _augment_seed(self):
         return self.shuffle_seed
 
-    def _inference_batch_size(self):
-        """Resolve ``predict_batch_size`` (see the class description)."""
+    def inference_batch_size(self):
+        """The number of ECGs per batch in inference: ``predict_batch_size`` resolved.
+
+        Returns
+        -------
+        batch_size : int
+            ``predict_batch_size``; ``batch_size`` when it is ``None``; with
+            ``"auto"``, on CPU the size described above, else ``batch_size``.
+        """
         if self.predict_batch_size != "auto":
             return self.predict_batch_size or self.batch_size
         return _auto_batch_size(self.module_, self.batch_size, self._batch_device() or "cpu")

@@ -147,7 +147,7 @@ class PrototypeDendrogramDisplay:
             categories=[list(c) for c in estimator.categories_],
         )
         if class_attribute is None:
-            class_attribute = estimator._class_index
+            class_attribute = estimator.class_index_
         return display.plot(
             ax=ax,
             method=method,

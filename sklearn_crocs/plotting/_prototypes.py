@@ -188,7 +188,7 @@ class PrototypeDisplay:
             categories=[list(c) for c in estimator.categories_],
         )
         if class_attribute is None:
-            class_attribute = estimator._class_index
+            class_attribute = estimator.class_index_
         display.plot(
             ax=ax,
             class_attribute=class_attribute,

@@ -279,7 +279,7 @@ class RetrievalDisplay:
             query_attributes=np.asarray(values, dtype=object),
             attribute_names=names,
             labels=labels,
-            class_attribute=crocs._class_index if class_attribute is None else class_attribute,
+            class_attribute=crocs.class_index_ if class_attribute is None else class_attribute,
             categories=[list(c) for c in crocs.categories_],
             sampling_rate=sampling_rate,
             lead=lead,

@@ -6,7 +6,7 @@ import pytest
 from sklearn.frozen import FrozenEstimator
 from sklearn.metrics import adjusted_rand_score
 
-from sklearn_crocs import CROCSClusterer, PrototypeRetriever
+from sklearn_crocs import CROCSClusterer, InvalidModelFileError, PrototypeRetriever
 from sklearn_crocs.baselines import (
     DTC,
     DTCR,
@@ -188,11 +188,34 @@ def test_hungarian_mapping_names_each_cluster_differently(easy):
     assert named.is_unique
 
 
-def test_dtc_refuses_model_files(easy, tmp_path):
+@pytest.mark.parametrize("prototypes", ["learned", "mean"])
+def test_dtc_saves_and_loads(easy, tmp_path, prototypes):
+    (X, y), (X_test, _) = easy
+    model = DTC(
+        **{**TRAINING, "max_epochs": 2}, alpha=2.0, prototypes=prototypes,
+        validation_fraction=None,
+    ).fit(X, y)  # fmt: skip
+    path = tmp_path / "dtc.safetensors"
+    loaded = DTC.load(model.save(path) and path)
+    assert type(loaded) is DTC and loaded.get_params() == model.get_params()
+    for method in ("transform", "predict", "predict_proba"):
+        np.testing.assert_array_equal(
+            getattr(loaded, method)(X_test), getattr(model, method)(X_test)
+        )
+    np.testing.assert_array_equal(loaded.labels_, model.labels_)
+    np.testing.assert_array_equal(loaded.combination_counts_, model.combination_counts_)
+
+
+def test_dtc_and_crocs_model_files_are_not_interchangeable(easy, tmp_path):
     (X, y), _ = easy
-    model = DTC(**{**TRAINING, "max_epochs": 1}, validation_fraction=None).fit(X, y)
-    with pytest.raises(NotImplementedError, match="joblib"):
-        model.save(tmp_path / "dtc.safetensors")
+    dtc = DTC(**{**TRAINING, "max_epochs": 1}, validation_fraction=None).fit(X, y)
+    crocs = CROCSClusterer(**{**TRAINING, "max_epochs": 1}, validation_fraction=None).fit(X, y)
+    dtc.save(tmp_path / "dtc.safetensors")
+    crocs.save(tmp_path / "crocs.safetensors")
+    with pytest.raises(InvalidModelFileError, match="holds a DTC, not a CROCSClusterer; load it "):
+        CROCSClusterer.load(tmp_path / "dtc.safetensors")
+    with pytest.raises(InvalidModelFileError, match="holds a CROCSClusterer, not a DTC"):
+        DTC.load(tmp_path / "crocs.safetensors")
 
 
 def test_retriever_with_dtc_refuses_model_files(easy, tmp_path):

@@ -161,22 +161,22 @@ def test_predict_batch_size_auto_keeps_the_largest_activation_within_budget():
     net = _net(batch_size=64, predict_batch_size="auto").initialize()
     per_sample = net.module_.max_activation_size
     expected = min(_MAX_INFERENCE_BATCH, _ACTIVATION_BYTES // (4 * per_sample))
-    assert net._inference_batch_size() == expected
+    assert net.inference_batch_size() == expected
     net.module_.max_activation_size = 1  # tiny activations: capped
-    assert net._inference_batch_size() == _MAX_INFERENCE_BATCH
+    assert net.inference_batch_size() == _MAX_INFERENCE_BATCH
     net.module_.max_activation_size = _ACTIVATION_BYTES // 40  # 10 samples fit
-    assert net._inference_batch_size() == 10
+    assert net.inference_batch_size() == 10
     net.module_.max_activation_size = 10 * _ACTIVATION_BYTES  # not even one sample
-    assert net._inference_batch_size() == 1
+    assert net.inference_batch_size() == 1
     net.set_params(device="cuda")  # GPUs: the training batch size
-    assert net._inference_batch_size() == 64
+    assert net.inference_batch_size() == 64
     net.set_params(device="cpu")
     del net.module_.max_activation_size  # a module without the attribute
-    assert net._inference_batch_size() == 64
+    assert net.inference_batch_size() == 64
     net.set_params(predict_batch_size=None)
-    assert net._inference_batch_size() == 64
+    assert net.inference_batch_size() == 64
     net.set_params(predict_batch_size=7)
-    assert net._inference_batch_size() == 7
+    assert net.inference_batch_size() == 7
 
 
 _ACCELERATE_JOB = '''

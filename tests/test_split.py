@@ -7,8 +7,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from sklearn_crocs._split import _patient_classes
 from sklearn_crocs.datasets import load_ludb, patient_split, ptbxl_fold_split
-from sklearn_crocs.datasets._split import _patient_classes
 
 
 def _patients(groups, parts):

@@ -1,0 +1,1141 @@
+"""What the package's neural estimators share: signal checks, the skorch net, splits, fitting.
+
+:class:`SignalMixin` validates ECG signals (every estimator that takes
+them); :class:`NeuralEstimatorMixin` adds the patient-grouped validation
+split and the assembly of the skorch net (the neural baselines);
+:class:`BasePrototypeClusterer` is the whole estimator of one prototype per
+attribute combination, whose subclasses (``CROCSClusterer``, the baselines'
+``DTC``) choose the loss and their parameters.
+"""
+
+import math
+import os
+import re
+import sys
+import warnings
+from numbers import Integral
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from sklearn import get_config
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+    clone,
+)
+from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
+from skorch.callbacks import PassthroughScoring
+from skorch.helper import predefined_split
+from skorch.history import History
+from torch import nn
+
+from ._attributes import AttributeCodec
+from ._doc_link import DocLinkMixin
+from ._guards import activation_size, check_fit_memory, check_training
+from ._persistence import (
+    ESTIMATOR_FIELDS,
+    CallerError,
+    InvalidModelFileError,
+    check_encoder_shapes,
+    check_fields,
+    check_load_args,
+    class_name,
+    decode_params,
+    encode_value,
+    read_model_file,
+    resolve_device,
+    write_model_file,
+)
+from ._prototypes import FittedPrototypes
+from ._split import patient_split
+from ._utils import _device_problem, _draw_seed, _fused_adam_supported, _nearest, _silent
+from .nn import ArrayDataset, CROCSNet
+from .nn._callbacks import early_stopping_callbacks
+from .nn._data import is_lazy_array
+from .nn._encoders import ENCODERS
+from .preprocessing import check_signal_layout, resample_signals
+
+# Inference reads and validates its input in chunks of about this many bytes
+# of float32 signal, so that embedding a large (e.g. memory-mapped) database
+# needs extra memory independent of its size.
+_CHUNK_BYTES = 64 * 2**20
+
+# ECGs whose signal spread is measured for the unit check (see signal_scale_).
+_SCALE_ROWS = 1024
+# New signals whose spread differs from the training signals' by more than this
+# factor are in other units (uV or ADC units against mV, or raw against z-scored).
+_SCALE_FACTOR = 20.0
+
+# The colour codes that skorch's PrintLog puts around each column's best value.
+_ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class SignalMixin:
+    """Validation of ECG signals: ``(n, T)`` or ``(n, leads, T)`` to float32 ``(n, leads, T)``."""
+
+    def _validate_signals(self, X, *, reset, ensure_all_finite=True):
+        """Return X as a C-contiguous float32 array of shape (n, n_leads, n_timepoints)."""
+        if not hasattr(X, "ndim"):
+            X = np.asarray(X)
+        if X.ndim > 3:
+            raise ValueError(
+                "Expected X of shape (n_samples, n_timepoints) or (n_samples, "
+                f"n_leads, n_timepoints); got an array with {X.ndim} dimensions "
+                f"and shape {X.shape}."
+            )
+        ndim = X.ndim
+        check_signal_layout(X.shape, getattr(self, "sampling_rate_", None))
+        shape = tuple(X.shape[1:]) if ndim == 3 else (1, *X.shape[1:])
+        # Two 2-D inputs are compared by validate_data (scikit-learn's message);
+        # any 3-D side is compared here by leads and length.
+        if not reset and ndim >= 2 and (ndim == 3 or self._fit_ndim == 3):
+            if shape != self.input_shape_:
+                unknown_rate = getattr(self, "sampling_rate_", "n/a") is None
+                raise ValueError(
+                    f"X has {shape[0]} lead(s) of {shape[1]} samples, but "
+                    f"{type(self).__name__} was fitted on {self.input_shape_[0]} "
+                    f"lead(s) of {self.input_shape_[1]} samples."
+                    + (
+                        " It was fitted without sampling_rate, so the rate of X cannot be "
+                        "checked or converted: give X at the training rate (see "
+                        "sklearn_crocs.preprocessing.resample_signals), or refit with "
+                        "sampling_rate=<Hz>."
+                        if unknown_rate and shape[0] == self.input_shape_[0]
+                        else ""
+                    )
+                )
+        if ndim == 3:
+            X = X.reshape(X.shape[0], math.prod(shape))
+        X = validate_data(
+            self,
+            X,
+            reset=reset,
+            dtype=np.float32,
+            order="C",
+            ensure_min_samples=2 if reset else 1,
+            ensure_all_finite=ensure_all_finite,
+        )
+        if reset:
+            self.input_shape_ = shape
+            self._fit_ndim = ndim
+        return X.reshape(X.shape[0], *self.input_shape_)
+
+
+class NeuralEstimatorMixin(SignalMixin):
+    """The device check, the patient-grouped validation split and the skorch net of a neural
+    estimator with the parameters ``device``, ``lr``, ``max_epochs``, ``batch_size``,
+    ``verbose`` and (for the split) ``validation_fraction``.
+    """
+
+    def _check_device(self):
+        problem = _device_problem(self.device)
+        if problem is not None:
+            raise ValueError(
+                f"device={self.device!r} cannot be used: {problem}. Pass device='cpu', "
+                "or a device that torch can use here."
+            )
+
+    def _training_device(self):
+        """The device training runs on."""
+        return self.device
+
+    def _split(self, n_samples, groups, seed, classes, *, stacklevel=5):
+        """Train and validation indices, keeping each group on one side.
+
+        The split is stratified by the class attribute, so that the
+        validation patients hold every class that has two patients or more.
+        """
+        if self.validation_fraction is None:
+            return np.arange(n_samples), None
+        if groups is None:
+            warnings.warn(
+                "fit got no groups, so the early-stopping set (validation_fraction="
+                f"{self.validation_fraction}) is drawn ECG by ECG: leads or frames of one "
+                "patient can land on both sides, which makes the validation loss "
+                "optimistic. Pass groups=<patient id of each ECG> to fit.",
+                UserWarning,
+                # 5: _split < _train < fit < scikit-learn's _fit_context < caller
+                stacklevel=stacklevel,
+            )
+            groups = np.arange(n_samples)
+        n_groups = len(np.unique(groups))
+        n_valid = math.ceil(self.validation_fraction * n_groups)
+        if n_groups - n_valid < 1 or n_groups < 2:
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction} leaves no training "
+                f"group among the {n_groups} group(s) in the data. Pass more data or "
+                "set validation_fraction=None to train without early stopping."
+            )
+        train, _, valid = patient_split(
+            groups,
+            stratify=classes,
+            val_size=0.0,
+            test_size=self.validation_fraction,
+            random_state=seed,
+        )
+        if len(train) < 2:
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction} leaves {len(train)} "
+                "training ECG; at least 2 are needed. Pass more data or set "
+                "validation_fraction=None."
+            )
+        return train, valid
+
+    def _assemble_net(self, net_class, *, seed, valid_dataset, callbacks, **params):
+        """A skorch net of ``net_class`` with the training settings every estimator shares.
+
+        Adam at ``lr``, ``max_epochs`` passes of ``batch_size`` ECGs in an
+        order drawn from ``seed``, early-stopping data ``valid_dataset``
+        (``None``: none); ``params`` add the module, criterion and placement.
+        """
+        return net_class(
+            optimizer=torch.optim.Adam,
+            optimizer__fused=_fused_adam_supported(self._training_device()),
+            lr=self.lr,
+            max_epochs=self.max_epochs,
+            batch_size=self.batch_size,
+            predict_batch_size="auto",
+            dataset=ArrayDataset,
+            train_split=None if valid_dataset is None else predefined_split(valid_dataset),
+            callbacks=callbacks,
+            verbose=self.verbose,
+            shuffle_seed=seed,
+            **params,
+        )
+
+
+class _Training(NamedTuple):
+    """What ``fit`` prepares for training (see :meth:`BasePrototypeClusterer._prepare`)."""
+
+    X: object  # validated ndarray, or a lazy array read batch by batch
+    lazy: bool
+    codec: AttributeCodec
+    class_index: int
+    target: np.ndarray  # combination number of each ECG (see _fit_attributes)
+    partial: np.ndarray
+    seed: int
+    train: np.ndarray
+    valid: object  # ndarray or None
+
+
+class BasePrototypeClusterer(
+    NeuralEstimatorMixin,
+    DocLinkMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    ClusterMixin,
+    BaseEstimator,
+):
+    """One prototype per attribute combination, learned with an encoder; the nearest one predicts.
+
+    Subclasses set the loss (:meth:`_criterion`) and their parameters, which
+    include ``encoder``, ``encoder_params``, ``embedding_dim``,
+    ``prototypes``, ``class_attribute``, ``max_epochs``, ``batch_size``,
+    ``lr``, ``validation_fraction``, ``n_iter_no_change``, ``device``,
+    ``random_state``, ``verbose`` and ``memory_budget``. Options that only
+    some have (rates, augmentation, extra callbacks, an accelerator, missing
+    attributes) reach the shared code through the ``_*_params`` hooks, off
+    here.
+    """
+
+    #: Parameters that :meth:`save` leaves out (objects of any class, which a
+    #: file that runs no code cannot restore); a loaded model has None.
+    _not_saved = ("encoder",)
+
+    # ------------------------------------------------------------------ hooks
+    def _criterion(self, codec, class_index, partial_combinations=None):
+        """``(loss class, its parameters)``: the loss that owns the prototypes."""
+        raise NotImplementedError
+
+    def _rate_params(self):
+        """``(sampling_rate, working_rate, conditioning)`` of the signals; none here."""
+        return None, None, None
+
+    def _attribute_params(self):
+        """``(missing, continuous)``: how ``y`` is read; here every attribute is known."""
+        return "error", None
+
+    def _augmentation(self, encoder):
+        """The ``augment`` of training ECGs for the encoder class ``encoder``; none here."""
+        return None
+
+    def _user_callbacks(self):
+        """Extra skorch callbacks of a fit, after the estimator's own; none here."""
+        return []
+
+    def _placement(self):
+        """``(net class, its placement parameters)``."""
+        return CROCSNet, {"device": self.device}
+
+    # ------------------------------------------------------------------ input
+    def _check_lazy_signals(self, X):
+        """Check the shape and dtype of a lazily read X at fit, without reading it.
+
+        Its values are checked batch by batch as training reads them.
+        """
+        shape = tuple(int(d) for d in X.shape)
+        if len(shape) not in (2, 3):
+            raise ValueError(
+                "Expected X of shape (n_samples, n_timepoints) or (n_samples, n_leads, "
+                f"n_timepoints); got an array of shape {shape}."
+            )
+        if np.dtype(X.dtype).kind not in "biuf":
+            raise ValueError(f"X must hold numbers; got an array of dtype {X.dtype}.")
+        if shape[0] < 2 or math.prod(shape[1:]) < 1:
+            raise ValueError(
+                f"Found array with shape {shape} while {type(self).__name__} needs at "
+                "least 2 samples of at least 1 value."
+            )
+        self.input_shape_ = shape[1:] if len(shape) == 3 else (1, shape[1])
+        self._fit_ndim = len(shape)
+        self.n_features_in_ = math.prod(self.input_shape_)
+        if hasattr(self, "feature_names_in_"):  # from an earlier fit on a DataFrame
+            del self.feature_names_in_
+
+    # ------------------------------------------------------------------ rates
+    def _fit_rate(self):
+        """``sampling_rate_`` for the declared rates: the encoder's input rate, or None."""
+        sampling_rate, working_rate, conditioning = self._rate_params()
+        if sampling_rate is None:
+            if conditioning is not None:
+                raise ValueError(
+                    "conditioning filters signals in Hz, so it needs their rate: pass "
+                    "sampling_rate=<Hz of X> too."
+                )
+            return None
+        return float(sampling_rate if working_rate is None else working_rate)
+
+    def _conditioner(self, rate):
+        """The ``conditioning`` step for signals at ``rate`` Hz, with the model's rates."""
+        step = self._rate_params()[2]
+        for name, wanted in (("sampling_rate", rate), ("target_rate", self.sampling_rate_)):
+            given = getattr(step, name)
+            if given is not None and given != wanted:
+                raise ValueError(
+                    f"conditioning has {name}={given:g}, but the model gives it signals at "
+                    f"{rate:g} Hz and runs at {self.sampling_rate_:g} Hz: leave the rates of "
+                    "the conditioning step None, the model sets them."
+                )
+        return clone(step).set_params(sampling_rate=rate, target_rate=self.sampling_rate_)
+
+    def _to_model_rate(self, X, rate, *, fitting=False):
+        """Signals declared at ``rate`` Hz, conditioned and resampled as the encoder takes them.
+
+        ``X`` is returned as it is when there is nothing to do. Otherwise the
+        duration of its frames is checked against training (at prediction)
+        and it comes back as a float32 ndarray at ``sampling_rate_``.
+        """
+        if rate is None:
+            return X
+        model_rate = self.sampling_rate_
+        if model_rate is None:
+            raise ValueError(
+                f"X was declared at sampling_rate={rate:g} Hz, but this "
+                f"{type(self).__name__} was fitted without a sampling rate, so it does "
+                "not know the rate it was trained at. Give X at the training rate without "
+                "sampling_rate, or refit with sampling_rate=<Hz of the training signals>."
+            )
+        shape = tuple(getattr(X, "shape", np.shape(X)))
+        if len(shape) >= 2:
+            check_signal_layout(shape, rate)
+        if len(shape) >= 2 and not fitting:
+            n, trained = shape[-1], self.input_shape_[1]
+            # resample_signals gives ceil(n * model_rate / rate) samples.
+            if math.ceil(n * model_rate / rate - 1e-9) != trained:
+                seconds = trained / model_rate
+                other = n * model_rate / trained
+                raise ValueError(
+                    f"X has {n} samples per lead, {n / rate:g} s at {rate:g} Hz, but "
+                    f"{type(self).__name__} was fitted on frames of {seconds:g} s "
+                    f"({trained} samples at {model_rate:g} Hz). Cut X into {seconds:g}-s "
+                    f"frames ({round(seconds * rate)} samples at {rate:g} Hz, "
+                    "sklearn_crocs.preprocessing.make_frames), or, if X is sampled at "
+                    f"{other:g} Hz, pass sampling_rate={other:g}."
+                )
+        conditioning = self._rate_params()[2]
+        if rate == model_rate and conditioning is None:
+            return X
+        if is_lazy_array(X) and fitting:
+            raise ValueError(
+                f"X is read lazily, and bringing it from {rate:g} Hz to {model_rate:g} Hz"
+                + (" with conditioning" if conditioning is not None else "")
+                + " inside fit would read it whole. Prepare it first (SignalConditioner "
+                "or resample_signals of sklearn_crocs.preprocessing, chunk by chunk) and fit "
+                f"with sampling_rate={model_rate:g}, conditioning=None."
+            )
+        X = np.asarray(X, dtype=np.float32)
+        if conditioning is not None:
+            return self._conditioner(rate).fit_transform(X)
+        return resample_signals(X, rate, model_rate)
+
+    def _check_scale(self, X):
+        """Warn when validated signals X are in other units than the training signals."""
+        trained = getattr(self, "signal_scale_", None)
+        scale = _signal_scale(X)
+        if not trained or not scale:
+            return
+        factor = scale / trained
+        if max(factor, 1 / factor) >= _SCALE_FACTOR:
+            warnings.warn(
+                f"The signals' spread (median standard deviation of a lead {scale:.3g}) is "
+                f"{factor:.3g} times that of the training signals ({trained:.3g}): they "
+                "look like other units (microvolts or ADC units against mV), or raw "
+                "against normalised signals. Bring them to the training signals' units "
+                "(divide by the gain), or give the model conditioning=SignalConditioner() "
+                "so that every signal is normalised.",
+                UserWarning,
+                stacklevel=4,
+            )
+
+    def _fit_attributes(self, y, n_samples):
+        """Learn the attributes of y; return ``(codec, class_index, target, classes, partial)``.
+
+        ``target[i]``: the combination number of ECG ``i``; when some of its
+        attributes are missing, ``n_combinations + r`` for row ``r`` of
+        ``partial`` (value codes, ``-1`` where missing); ``-1`` when all are
+        (unlabelled). ``classes[i]``: its class code (``-1`` if unlabelled).
+        """
+        missing, continuous = self._attribute_params()
+        for name, n_bins in (continuous or {}).items():
+            if not isinstance(n_bins, Integral) or isinstance(n_bins, bool) or n_bins < 2:
+                raise ValueError(
+                    f"continuous={continuous!r}: the number of bins of {name!r} must be "
+                    "an int >= 2."
+                )
+        codec = AttributeCodec.fit(
+            y, n_samples, allow_missing=missing == "marginalise", continuous=continuous
+        )
+        names = codec.names
+        class_index = codec.position(self.class_attribute, "class_attribute")
+        target, partial = codec.encode_partial(y)
+        unlabelled = target < 0
+        codes = np.vstack([codec.combinations, partial])[target]
+        codes[unlabelled] = -1
+        no_class = (codes[:, class_index] < 0) & ~unlabelled
+        if no_class.any():
+            raise ValueError(
+                f"{no_class.sum()} ECG(s) of y have no value for the class attribute "
+                f"{names[class_index]!r} (rows {_first_rows(no_class)}). "
+                "missing='marginalise' sums out the other attributes only: fill in their "
+                "class, or leave all their attributes missing to train on them as unlabelled "
+                "ECGs."
+            )
+        return codec, class_index, target, codes[:, class_index], partial
+
+    # ------------------------------------------------------ fitted attributes
+    @property
+    def attribute_codec_(self):
+        return self._fitted.codec
+
+    @property
+    def class_index_(self):
+        return self._fitted.class_index
+
+    @property
+    def attribute_names_(self):
+        return self._fitted.codec.names
+
+    @property
+    def categories_(self):
+        return self._fitted.codec.categories
+
+    @property
+    def bin_edges_(self):
+        return self._fitted.codec.bin_edges
+
+    @property
+    def prototypes_(self):
+        return self._fitted.prototypes
+
+    @property
+    def prototype_attributes_(self):
+        return self._fitted.attributes
+
+    @property
+    def prototype_counts_(self):
+        return self._fitted.prototype_counts
+
+    @property
+    def combination_counts_(self):
+        return self._fitted.counts
+
+    # ---------------------------------------------------------------- fitting
+    def _build_net(
+        self, n_leads, n_timepoints, seed, valid_dataset, partial_combinations=None, *,
+        codec, class_index,
+    ):  # fmt: skip
+        if isinstance(self.encoder, str):
+            encoder = ENCODERS[self.encoder]
+        elif issubclass(self.encoder, nn.Module):
+            encoder = self.encoder
+        else:
+            raise TypeError(
+                "encoder must be 'cnn', 'resnet' or a torch.nn.Module subclass; "
+                f"got the class {self.encoder.__name__}."
+            )
+        encoder_params = {f"module__{k}": v for k, v in (self.encoder_params or {}).items()}
+        sink = _print if self.verbose else _silent
+        criterion, criterion_params = self._criterion(codec, class_index, partial_combinations)
+        callbacks = [
+            ("train_nce", PassthroughScoring("train_nce", on_train=True)),
+            ("train_reg", PassthroughScoring("train_reg", on_train=True)),
+        ]
+        if valid_dataset is not None:
+            callbacks += [
+                ("valid_nce", PassthroughScoring("valid_nce")),
+                ("valid_reg", PassthroughScoring("valid_reg")),
+                *early_stopping_callbacks("valid_nce", self.n_iter_no_change, sink),
+            ]
+        net_class, placement = self._placement()
+        return self._assemble_net(
+            net_class,
+            seed=seed,
+            valid_dataset=valid_dataset,
+            callbacks=callbacks + self._user_callbacks(),
+            module=encoder,
+            module__in_channels=n_leads,
+            module__n_timepoints=n_timepoints,
+            module__embedding_dim=self.embedding_dim,
+            **encoder_params,
+            criterion=criterion,
+            **{f"criterion__{k}": v for k, v in criterion_params.items()},
+            callbacks__print_log__sink=sink,
+            augment=self._augmentation(encoder),
+            **placement,
+        )
+
+    def _fit(self, X, y, groups, return_embeddings=False):
+        """Train encoder and prototypes; return the embeddings of X if asked.
+
+        A lazy X (a memory map, ``h5py.Dataset``, ``zarr.Array`` or dask
+        array) is never loaded whole: training reads the rows of each batch,
+        and the embeddings are computed chunk by chunk, as they are for an
+        X in memory.
+        """
+        data = self._prepare(X, y, groups)
+        self._train(data)
+        return self._summarise(data, return_embeddings)
+
+    def _prepare(self, X, y, groups):
+        """Check X (at the model's rate), learn the attributes of y, check memory, split."""
+        self._check_device()
+        self.sampling_rate_ = self._fit_rate()
+        X = self._to_model_rate(X, self._rate_params()[0], fitting=True)
+        lazy = is_lazy_array(X)
+        if lazy:
+            self._check_lazy_signals(X)
+        else:
+            X = self._validate_signals(X, reset=True)
+        # A lazy X is read only batch by batch, in training: no extra pass for this.
+        self.signal_scale_ = None if lazy else _signal_scale(X)
+        n_samples = X.shape[0]
+        codec, class_index, target, classes, partial = self._fit_attributes(y, n_samples)
+        encoder = ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
+        size = activation_size(
+            encoder, *self.input_shape_, self.embedding_dim, self.encoder_params or {}
+        )
+        check_fit_memory(self, codec, class_index, size)
+        if groups is not None:
+            groups = np.asarray(groups)
+            check_consistent_length(X, groups)
+            unknown = pd.isna(groups)
+            if unknown.any():
+                raise ValueError(
+                    f"groups holds {unknown.sum()} missing patient id(s) (NaN or None; rows "
+                    f"{_first_rows(unknown)}). Give every ECG the id of its patient; an ECG "
+                    "whose patient is unknown can get a unique id of its own."
+                )
+        seed = _draw_seed(self.random_state)
+        # stacklevel: _split < _prepare < _fit < fit < _fit_context < caller
+        train, valid = self._split(n_samples, groups, seed, classes, stacklevel=6)
+        return _Training(X, lazy, codec, class_index, target, partial, seed, train, valid)
+
+    def _train(self, data):
+        """Fit ``net_`` on the training rows of X, early-stopping on the validation rows."""
+        # Training and validation sets are index sets into X, not copies of it.
+        check = data.lazy and not get_config()["assume_finite"]  # lazy X was not read yet
+
+        def dataset(indices):
+            return ArrayDataset(
+                data.X, data.target, indices=indices, sample_shape=self.input_shape_,
+                check_finite=check,
+            )  # fmt: skip
+
+        valid_dataset = None if data.valid is None else dataset(data.valid)
+        device = torch.device(self._training_device())
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(data.seed)
+            # Rows of y with missing values only: with none, the loss is unchanged.
+            partial = data.partial if len(data.partial) else None
+            net = self._build_net(
+                *self.input_shape_, data.seed, valid_dataset, partial,
+                codec=data.codec, class_index=data.class_index,
+            )  # fmt: skip
+            net.fit(dataset(None if data.valid is None else data.train), None)
+        # predefined_split holds the validation ECGs: a fitted model (and so any
+        # file it is saved to) must not carry training data.
+        net.train_split = None
+        self.net_ = net
+        self.n_iter_ = len(net.history)
+
+    def _summarise(self, data, return_embeddings):
+        """Set the prototypes and ``labels_``, check the training; return X's embeddings if asked.
+
+        X is embedded chunk by chunk, in memory or not; the embeddings are
+        kept when returned or when X is in memory (they are a fraction of
+        its size), else the mean prototypes' labels need a second pass.
+        """
+        target, codec = data.target, data.codec
+        learned = F.normalize(self.net_.criterion_.prototypes.detach().float(), dim=1)
+        learned = learned.cpu().numpy()
+        # Mean prototypes and counts come from the ECGs whose attributes are all known.
+        n_combinations, n_samples = len(codec.combinations), data.X.shape[0]
+        known = (target >= 0) & (target < n_combinations)
+        counts = np.bincount(target[known], minlength=n_combinations)
+        keep = return_embeddings or not data.lazy
+        embeddings = np.empty((n_samples, self.embedding_dim), np.float32) if keep else None
+        labels = np.empty(n_samples, dtype=np.int64)
+        sums = torch.zeros(n_combinations, self.embedding_dim)
+        low = np.full(self.embedding_dim, np.inf, dtype=np.float32)
+        high = -low
+        check = data.lazy and not get_config()["assume_finite"]
+        for start, part in self._embedding_chunks(data.X, prepared=True, check_finite=check):
+            rows = slice(start, start + len(part))
+            mask = known[rows]
+            sums.index_add_(0, torch.from_numpy(target[rows][mask]), torch.from_numpy(part[mask]))
+            low, high = np.minimum(low, part.min(axis=0)), np.maximum(high, part.max(axis=0))
+            if self.prototypes == "learned":
+                labels[rows] = _nearest(part, learned, counts)
+            if keep:
+                embeddings[rows] = part
+        means = F.normalize(sums, dim=1).numpy()
+        means[counts == 0] = np.nan
+        self._fitted = FittedPrototypes(
+            codec, data.class_index, learned, means, counts, self.prototypes
+        )
+        check_training(self.net_.history, float((high - low).max()), data.X)
+        if self.prototypes == "mean":
+            if (counts == 0).any():
+                missing = np.flatnonzero(counts == 0)
+                warnings.warn(
+                    f"{len(missing)} of {len(counts)} attribute combinations of "
+                    f"{codec.names} have no training ECG, so prototypes='mean' "
+                    f"(TP CROCS) has no prototype for them: {codec.format(missing)}."
+                    " They are left out of prototypes_; prototypes='learned' covers them.",
+                    UserWarning,
+                    stacklevel=4,
+                )
+            if keep:
+                labels = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
+            else:
+                labels = self._predict_chunks(data.X, prepared=True)
+        self.labels_ = labels
+        return embeddings if return_embeddings else None
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, groups=None):
+        """Learn the encoder and one prototype per attribute combination.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals (one lead, or several leads channel-first).
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            Discrete attributes of each ECG, for example class, sex and age
+            group. Values may be of any hashable type; the columns of a
+            DataFrame name the attributes. With ``missing="marginalise"``,
+            attributes other than the class may be missing (NaN, None,
+            ``pd.NA``), and a row with every attribute missing marks an
+            unlabelled ECG.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG. The internal validation split keeps all ECGs
+            of a patient on the same side, stratified by the class attribute.
+
+        Returns
+        -------
+        self : CROCSClusterer
+            The fitted estimator.
+        """
+        self._fit(X, y, groups)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y, groups=None):
+        """Fit and return the L2-normalised embeddings of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            Discrete attributes of each ECG.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG, for the internal validation split.
+
+        Returns
+        -------
+        embeddings : ndarray of shape (n_samples, embedding_dim)
+            Same as ``fit(X, y).transform(X)``.
+        """
+        return self._fit(X, y, groups, return_embeddings=True)
+
+    def fit_predict(self, X, y, groups=None):
+        """Fit and return the attributes of the nearest prototype of each ECG in X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            Discrete attributes of each ECG.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG, for the internal validation split.
+
+        Returns
+        -------
+        attributes : ndarray or DataFrame
+            Same as ``fit(X, y).predict(X)``.
+        """
+        self.fit(X, y, groups)
+        return self.attribute_codec_.decode(self._fitted.combinations[self.labels_])
+
+    # -------------------------------------------------------------- inference
+    def _embed(self, X, *, check_finite=False):
+        """L2-normalised embeddings of validated signals, as float32 ndarray.
+
+        ``check_finite`` checks each batch for NaN and infinity as the net
+        reads it (see :class:`~sklearn_crocs.nn.ArrayDataset`).
+        """
+        dataset = ArrayDataset(X, check_finite=check_finite)
+        out = self.net_.forward(dataset, training=False, device="cpu")
+        return F.normalize(out.float(), dim=1).numpy()
+
+    def _embedding_chunks(self, X, sampling_rate=None, *, prepared=False, check_finite=None):
+        """Validate and embed unseen ECGs chunk by chunk: yield ``(start, embeddings)``.
+
+        An ndarray, memory map or lazy array (see
+        :func:`~sklearn_crocs.nn._data.is_lazy_array`) is read, checked and
+        embedded ``_CHUNK_BYTES`` at a time, with progress lines when
+        ``verbose``; other inputs are validated whole. NaN and infinity are
+        looked for batch by batch as the net reads them (unless scikit-learn's
+        ``assume_finite`` is set, or ``check_finite`` is False), not in a
+        separate pass over the input. Signals are first brought to the
+        model's rate (see :meth:`_to_model_rate`) and checked unless
+        ``prepared`` (fit's own X, checked there).
+        """
+        check = not get_config()["assume_finite"] if check_finite is None else check_finite
+        rate = self._rate_params()[0] if sampling_rate is None else sampling_rate
+        first = [True]
+
+        def embed(part):
+            if prepared:
+                part = np.ascontiguousarray(part, dtype=np.float32)
+                return self._embed(part.reshape(len(part), *self.input_shape_), check_finite=check)
+            part = self._validate_signals(
+                self._to_model_rate(part, rate), reset=False, ensure_all_finite=False
+            )
+            if first[0]:  # one look at the units per call
+                first[0] = False
+                self._check_scale(part)
+            return self._embed(part, check_finite=check)
+
+        arraylike = isinstance(X, np.ndarray) or is_lazy_array(X)
+        if not (arraylike and len(X.shape) in (2, 3) and X.shape[0] > 0):
+            yield 0, embed(X)
+            return
+        rows = max(1, _CHUNK_BYTES // (4 * math.prod(X.shape[1:])))
+        batch = self.net_.inference_batch_size()
+        rows = max(rows - rows % batch, min(rows, batch))  # whole batches per chunk
+        n = X.shape[0]
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
+            yield start, embed(X[start:stop])
+            if self.verbose and n > rows:
+                print(f"Embedded {stop}/{n} ECGs", flush=True)
+
+    def _embed_input(self, X, sampling_rate=None, *, prepared=False):
+        """Embeddings of unseen ECGs, computed chunk by chunk (see :meth:`_embedding_chunks`)."""
+        out = None
+        for start, part in self._embedding_chunks(X, sampling_rate, prepared=prepared):
+            if start == 0 and (not hasattr(X, "shape") or len(part) == X.shape[0]):
+                return part  # embedded in one piece
+            if out is None:
+                out = np.empty((X.shape[0], part.shape[1]), dtype=np.float32)
+            out[start : start + len(part)] = part
+        return out
+
+    def _predict_chunks(self, X, sampling_rate=None, *, prepared=False):
+        """Index of the nearest prototype of each unseen ECG, without holding all embeddings."""
+        return np.concatenate(
+            [
+                _nearest(part, self.prototypes_, self.prototype_counts_)
+                for _, part in self._embedding_chunks(X, sampling_rate, prepared=prepared)
+            ]
+        )
+
+    def get_prototypes(self, kind=None):
+        """Return the learned (CP CROCS) or mean (TP CROCS) prototypes.
+
+        Parameters
+        ----------
+        kind : {"learned", "mean"}, default=None
+            Which set; ``None`` means the one chosen by the ``prototypes``
+            parameter. ``"mean"`` leaves out combinations without training ECGs.
+
+        Returns
+        -------
+        prototypes : ndarray of shape (n_prototypes, embedding_dim)
+            L2-normalised prototypes.
+        attributes : ndarray of shape (n_prototypes, n_attributes)
+            Attribute values of each prototype.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_crocs import CROCSClusterer
+        >>> rng = np.random.RandomState(0)
+        >>> X, y = rng.randn(40, 400), np.repeat([0, 1], 20)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> prototypes, attributes = model.get_prototypes("mean")
+        >>> prototypes.shape, attributes.ravel().tolist()
+        ((2, 8), [0, 1])
+        """
+        check_is_fitted(self, "net_")
+        if kind not in (None, "learned", "mean"):
+            raise ValueError(f"kind must be 'learned', 'mean' or None; got {kind!r}.")
+        return self._fitted.get(kind)
+
+    def transform(self, X, *, sampling_rate=None):
+        """Embed ECGs: L2-normalised encoder outputs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals with the lead count and duration seen in ``fit``.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
+            was given; ``X`` is brought to the model's rate. Needs a model
+            fitted with ``sampling_rate``.
+
+        Returns
+        -------
+        embeddings : ndarray of shape (n_samples, embedding_dim), dtype float32
+            Unit-norm embeddings, comparable with ``prototypes_``.
+        """
+        check_is_fitted(self, "net_")
+        return self._embed_input(X, sampling_rate)
+
+    def predict(self, X, *, sampling_rate=None):
+        """Attributes of the nearest prototype of each ECG.
+
+        An ECG whose embedding is all zeros (an encoder that ends in a ReLU,
+        as the paper's CNN does, can output one) is equally near every
+        prototype; it gets the combination with the most training ECGs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
+            was given; ``X`` is brought to the model's rate. Needs a model
+            fitted with ``sampling_rate``.
+
+        Returns
+        -------
+        attributes : ndarray of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            In the layout of the ``y`` passed to ``fit``: 1-D for 1-D ``y``, a
+            DataFrame with the same columns for a DataFrame ``y``.
+        """
+        check_is_fitted(self, "net_")
+        nearest = self._predict_chunks(X, sampling_rate)
+        return self.attribute_codec_.decode(self._fitted.combinations[nearest])
+
+    def score(self, X, y, *, sampling_rate=None):
+        """Mean over attributes of the accuracy of :meth:`predict`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            True attributes, in the layout used in ``fit``; every value must
+            have been seen in ``fit``.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
+            was given; ``X`` is brought to the model's rate. Needs a model
+            fitted with ``sampling_rate``.
+
+        Returns
+        -------
+        score : float
+            Mean per-attribute accuracy.
+        """
+        check_is_fitted(self, "net_")
+        embeddings = self._embed_input(X, sampling_rate)
+        codec = self.attribute_codec_
+        true = codec.encode(y, embeddings.shape[0])
+        nearest = _nearest(embeddings, self.prototypes_, self.prototype_counts_)
+        predicted = self._fitted.combinations[nearest]
+        return float(np.mean(codec.combinations[true] == codec.combinations[predicted]))
+
+    def save(self, path, *, overwrite=False):
+        """Write the fitted model to a file that runs no code when loaded.
+
+        The file is a safetensors file: the network's weights, the prototypes
+        and the other fitted arrays as tensors, and a JSON document with the
+        parameters, attribute names, categories and dtypes, the input shape,
+        the training history and the library versions. It holds no training
+        signal. Unlike a pickle (``joblib.dump``), loading it cannot run
+        code; see :ref:`persistence`.
+
+        Parameters
+        ----------
+        path : str or path-like
+            File to write; the extension ``.safetensors`` is customary. A
+            model file already there is replaced atomically (an interrupted
+            save leaves it as it was); any other file is refused.
+        overwrite : bool, default=False
+            Replace ``path`` even if it is not a model file of this package.
+
+        Returns
+        -------
+        self : CROCSClusterer
+            The estimator, unchanged.
+
+        See Also
+        --------
+        load : Read a saved model.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from sklearn_crocs import CROCSClusterer
+        >>> rng = np.random.RandomState(0)
+        >>> X, y = rng.randn(40, 400), np.repeat(["A", "B"], 20)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "model.safetensors")
+        ...     _ = model.save(path)
+        ...     loaded = CROCSClusterer.load(path)
+        >>> loaded.predict(X[:4]).tolist() == model.predict(X[:4]).tolist()
+        True
+        """
+        check_is_fitted(self, "net_")
+        document, tensors = estimator_state(self)
+        write_model_file(path, type(self).__name__, document, tensors, overwrite=overwrite)
+        return self
+
+    @classmethod
+    def load(cls, path, *, device=None, encoder=None, sha256=None):
+        """Read a model written by :meth:`save`.
+
+        Only JSON and tensors are read: nothing in the file is executed or
+        imported. The file is refused with an
+        :class:`~sklearn_crocs.InvalidModelFileError` when it was written in
+        another format version, is truncated, or holds tensors that differ
+        from its document (names, dtypes, shapes or SHA-256).
+
+        Parameters
+        ----------
+        path : str or path-like
+            A file written by :meth:`save`.
+        device : str or torch.device, default=None
+            Device of the loaded model. ``None``: the saved ``device`` if
+            torch can use it here, else the CPU, with a warning (a model
+            saved on a GPU machine loads on a CPU-only one).
+        encoder : nn.Module subclass, default=None
+            The encoder class, for a model fitted with a custom encoder
+            class: the file records only its name, and classes are never
+            imported from a file.
+        sha256 : str, default=None
+            The SHA-256 of the whole file (64 hexadecimal digits), as
+            published by whoever sent the model: a file with another hash is
+            refused before it is parsed. The hash inside the file only
+            detects damage; anyone who edits a file can recompute it.
+
+        Returns
+        -------
+        model : CROCSClusterer
+            The fitted model; it predicts, transforms and scores as the one
+            that was saved.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from sklearn_crocs import CROCSClusterer
+        >>> rng = np.random.RandomState(0)
+        >>> X, y = rng.randn(40, 400), np.repeat([0, 1], 20)
+        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
+        ...                        validation_fraction=None, random_state=0).fit(X, y)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "model.safetensors")
+        ...     _ = model.save(path)
+        ...     loaded = CROCSClusterer.load(path, device="cpu")
+        >>> np.array_equal(loaded.transform(X), model.transform(X))
+        True
+        """
+        check_load_args(device, encoder, sha256)
+        document, tensors = read_model_file(path, cls.__name__, sha256)
+        return estimator_from_state(
+            cls, document, tensors, os.fspath(path), device=device, encoder=encoder
+        )
+
+    @property
+    def _n_features_out(self):
+        return self.embedding_dim
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.target_tags.required = True
+        tags.target_tags.multi_output = True
+        tags.transformer_tags.preserves_dtype = ["float32"]
+        return tags
+
+
+
+def _signal_scale(X):
+    """Median standard deviation of the leads of the first ECGs of X (0 if all are flat)."""
+    rows = np.asarray(X[:_SCALE_ROWS], dtype=np.float32)
+    if rows.size == 0:
+        return 0.0
+    return float(np.median(rows.reshape(-1, rows.shape[-1]).std(axis=1)))
+
+
+def _first_rows(mask, limit=10):
+    """The first ``limit`` positions where ``mask`` is True, for messages."""
+    rows = np.flatnonzero(mask)
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return str(rows[:limit].tolist()) + more
+
+
+def _print(text):
+    """Sink for the training log: print, without colour codes unless stdout is a terminal."""
+    print(text if sys.stdout.isatty() else _ANSI_CODE.sub("", text), flush=True)
+
+
+# ------------------------------------------------------------- model files
+def estimator_state(model, prefix=""):
+    """``(document, tensors)`` of a fitted prototype clusterer, for a model file."""
+    params = model.get_params(deep=False)
+    encoder = params["encoder"]
+    # Objects of any class, which a file that runs no code cannot restore; the
+    # loaded model has None (documented in save).
+    for name in model._not_saved:
+        params.pop(name)
+    prototypes_document, prototype_tensors = model._fitted.to_state()
+    document = {
+        "class": type(model).__name__,
+        "params": {k: encode_value(v, f"parameter {k}") for k, v in params.items()},
+        "encoder": encoder if isinstance(encoder, str) else {"class": class_name(encoder)},
+        **prototypes_document,
+        "input_shape": list(model.input_shape_),
+        "sampling_rate": model.sampling_rate_,
+        "signal_scale": model.signal_scale_,
+        "fit_ndim": model._fit_ndim,
+        "n_features_in": model.n_features_in_,
+        "feature_names_in": (
+            model.feature_names_in_.tolist() if hasattr(model, "feature_names_in_") else None
+        ),
+        "history": model.net_.history.to_list(),
+    }
+    tensors = {f"encoder.{k}": v for k, v in model.net_.module_.state_dict().items()}
+    tensors["criterion.prototypes"] = model.net_.criterion_.prototypes
+    tensors.update(prototype_tensors)
+    tensors["labels"] = model.labels_.astype(np.int64)
+    return document, {prefix + k: v for k, v in tensors.items()}
+
+
+def estimator_from_state(cls, document, tensors, path, *, device, encoder, prefix=""):
+    """Rebuild a fitted ``cls``; every inconsistency is an InvalidModelFileError."""
+    try:
+        return _rebuild(cls, document, tensors, path, device, encoder, prefix)
+    except (InvalidModelFileError, CallerError):
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+        # InvalidParameterError is a ValueError; load_state_dict raises RuntimeError.
+        raise InvalidModelFileError(
+            f"{path}: the model document and tensors do not describe a valid "
+            f"{cls.__name__} ({type(exc).__name__}: {exc}). The file was altered or "
+            "written by an incompatible version."
+        ) from exc
+
+
+def _rebuild(cls, document, tensors, path, device, encoder, prefix):
+    check_fields(document, ESTIMATOR_FIELDS, "the model document")
+    if document["class"] != cls.__name__:
+        raise InvalidModelFileError(f"{path} holds a {document['class']}, not a {cls.__name__}.")
+    params = decode_params(document, cls._not_saved, path)
+    saved_encoder = document["encoder"]
+    if isinstance(saved_encoder, str):
+        if encoder is not None:
+            raise CallerError(
+                f"{path} was fitted with the built-in encoder {saved_encoder!r}; load it "
+                f"without encoder= (got encoder={class_name(encoder)})."
+            )
+        params["encoder"] = saved_encoder
+    else:
+        # The class is never imported from the file: the caller names it.
+        name = saved_encoder["class"]
+        if encoder is None or class_name(encoder) != name:
+            raise InvalidModelFileError(
+                f"{path} was fitted with the encoder class {name}; pass that class as "
+                f"{cls.__name__}.load(path, encoder={name.rsplit('.', 1)[-1]}) (got "
+                f"{'none' if encoder is None else class_name(encoder)})."
+            )
+        params["encoder"] = encoder
+    params["device"] = resolve_device(params.get("device", "cpu"), device, path)
+    model = cls(**params)
+    model._validate_params()
+
+    t = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+    fitted = FittedPrototypes.from_state(
+        document, t, embedding_dim=model.embedding_dim, kind=model.prototypes, path=path
+    )
+    model.input_shape_ = tuple(document["input_shape"])
+    model._fit_ndim = document["fit_ndim"]
+    model.n_features_in_ = document["n_features_in"]
+    model.sampling_rate_ = document.get("sampling_rate")
+    model.signal_scale_ = document.get("signal_scale")
+    if document["feature_names_in"] is not None:
+        model.feature_names_in_ = np.asarray(document["feature_names_in"], dtype=object)
+    names_in = getattr(model, "feature_names_in_", None)
+    if model.n_features_in_ != math.prod(model.input_shape_) or (
+        names_in is not None and len(names_in) != model.n_features_in_
+    ):
+        raise ValueError("inconsistent input description")
+
+    shape = fitted.learned.shape
+    labels = t["labels"].numpy()
+    prototypes = t["criterion.prototypes"]
+    if tuple(prototypes.shape) != shape:
+        raise ValueError(f"criterion.prototypes has shape {tuple(prototypes.shape)}, not {shape}")
+    net = model._build_net(
+        *model.input_shape_, 0, None, codec=fitted.codec, class_index=fitted.class_index
+    )
+    weights = {k.removeprefix("encoder."): v for k, v in t.items() if k.startswith("encoder.")}
+    check_encoder_shapes(net, weights)
+    with torch.random.fork_rng(devices=[]):  # the weights are overwritten below
+        net.initialize()
+    net.module_.load_state_dict(weights, strict=True)
+    with torch.no_grad():
+        net.criterion_.prototypes.copy_(prototypes)
+    net.history = History(document["history"])
+    model.net_ = net
+    model.n_iter_ = len(net.history)
+    model._fitted = fitted
+    if labels.ndim != 1 or not np.all((labels >= 0) & (labels < len(model.prototypes_))):
+        raise ValueError("labels do not index the prototypes")
+    model.labels_ = labels
+    return model

@@ -1,0 +1,23 @@
+"""What the command line's parser (:mod:`sklearn_crocs._cli`) and its commands
+(:mod:`sklearn_crocs._commands`) share: file names, the error type, notes.
+
+A module of its own so that the commands need not import the parser, which
+imports them once a command has been parsed; it imports nothing heavy.
+"""
+
+import sys
+
+MODEL_FILE = "model.safetensors"
+SETTINGS_FILE = "settings.json"
+SETTINGS_FORMAT = "sklearn-crocs-cli/2"
+# RECORDS names that read the data bundled with the package.
+BUNDLED = ("bundled:ptbxl-sample", "bundled:ludb")
+ARRAY_SUFFIXES = (".npy", ".npz")
+
+
+class CommandError(Exception):
+    """A problem with the data, the files or the model: reported on one line, status 1."""
+
+
+def note(text):
+    print(f"sklearn-crocs: {text}", file=sys.stderr)

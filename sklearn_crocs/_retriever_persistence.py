@@ -1,0 +1,137 @@
+"""PrototypeRetriever's model files: its parameters, its estimator and optionally the database.
+
+The estimator is stored when it is a CROCSClusterer, optionally after
+FrameNormalizer steps in a Pipeline and wrapped in FrozenEstimator; the
+file format is :mod:`sklearn_crocs._persistence`'s.
+"""
+
+import os
+
+from sklearn.frozen import FrozenEstimator
+from sklearn.pipeline import Pipeline
+
+from ._base import estimator_from_state, estimator_state
+from ._clusterer import CROCSClusterer
+from ._persistence import (
+    MAX_NESTING,
+    CallerError,
+    InvalidModelFileError,
+    check_load_args,
+    decode_params,
+    encode_value,
+    read_model_file,
+    write_model_file,
+)
+from ._utils import _crocs_step
+from .preprocessing import FrameNormalizer
+
+# Parameters that a file never sets: an object of any class, which a file that
+# runs no code cannot restore, and a path on the user's machine, which only the
+# caller names. Saving leaves them out; a file that has them is refused.
+_NOT_SAVED = ("estimator", "embeddings_path")
+
+
+def _estimator_spec(estimator, tensors):
+    """The JSON spec of a retriever's estimator; the clusterer's tensors go to ``tensors``."""
+    if type(estimator) is CROCSClusterer:  # not a subclass such as baselines.DTC
+        document, state = estimator_state(estimator, prefix="estimator.")
+        tensors.update(state)
+        return {"CROCSClusterer": document}
+    if isinstance(estimator, FrozenEstimator):
+        return {"FrozenEstimator": _estimator_spec(estimator.estimator, tensors)}
+    if isinstance(estimator, Pipeline) and estimator.memory is None:
+        steps = [[str(name), _estimator_spec(step, tensors)] for name, step in estimator.steps]
+        return {"Pipeline": {"steps": steps, "verbose": bool(estimator.verbose)}}
+    if type(estimator) is FrameNormalizer:
+        spec = {"method": estimator.method}
+        if hasattr(estimator, "n_features_in_"):
+            spec["n_features_in"] = estimator.n_features_in_
+        return {"FrameNormalizer": spec}
+    raise TypeError(
+        f"PrototypeRetriever.save cannot store a {type(estimator).__name__} without pickle: "
+        "it stores a CROCSClusterer, optionally after FrameNormalizer steps in a Pipeline "
+        "and wrapped in FrozenEstimator. Use those, or persist this retriever with joblib "
+        "(see the user guide on model persistence for the risk)."
+    )
+
+
+def _estimator_from_spec(spec, tensors, path, device, encoder, depth=0):
+    if not isinstance(spec, dict) or len(spec) != 1 or depth > MAX_NESTING:
+        raise ValueError("the estimator is not one {kind: content} object of a known depth")
+    ((kind, content),) = spec.items()
+    if kind == "CROCSClusterer":
+        return estimator_from_state(
+            CROCSClusterer,
+            content,
+            tensors,
+            path,
+            device=device,
+            encoder=encoder,
+            prefix="estimator.",
+        )
+    if kind == "FrozenEstimator":
+        return FrozenEstimator(
+            _estimator_from_spec(content, tensors, path, device, encoder, depth + 1)
+        )
+    if kind == "Pipeline":
+        steps = [
+            (str(name), _estimator_from_spec(step, tensors, path, device, encoder, depth + 1))
+            for name, step in content["steps"]
+        ]
+        return Pipeline(steps, verbose=bool(content["verbose"]))
+    if kind == "FrameNormalizer":
+        if content["method"] not in ("zscore", "minmax"):
+            raise ValueError(f"unknown FrameNormalizer method {content['method']!r}")
+        step = FrameNormalizer(method=content["method"])
+        if "n_features_in" in content:
+            step.n_features_in_ = int(content["n_features_in"])
+        return step
+    raise ValueError(f"unknown estimator kind {kind!r}")
+
+
+def save_retriever(retriever, path, *, include_embeddings, overwrite=False):
+    tensors = {}
+    document = {
+        "class": "PrototypeRetriever",
+        "params": {
+            k: encode_value(v, f"parameter {k}")
+            for k, v in retriever.get_params(deep=False).items()
+            if k not in _NOT_SAVED
+        },
+        "estimator": _estimator_spec(retriever.estimator_, tensors),
+        "indexed": bool(include_embeddings),
+    }
+    if include_embeddings:
+        tensors["embeddings"] = retriever.embeddings_
+    write_model_file(path, "PrototypeRetriever", document, tensors, overwrite=overwrite)
+
+
+def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
+    check_load_args(device, encoder, sha256)
+    document, tensors = read_model_file(path, "PrototypeRetriever", sha256)
+    path = os.fspath(path)
+    try:
+        if not isinstance(document.get("params"), dict):
+            raise ValueError("the retriever's parameters are not an object")
+        params = decode_params(document, _NOT_SAVED, path)
+        estimator = _estimator_from_spec(document["estimator"], tensors, path, device, encoder)
+        retriever = cls(estimator, **params)
+        retriever._validate_params()
+        indexed = document["indexed"]
+        if indexed:
+            embeddings = tensors["embeddings"].numpy()
+            crocs = _crocs_step(estimator)
+            if embeddings.ndim != 2 or embeddings.shape[1] != crocs.embedding_dim:
+                raise ValueError(
+                    f"embeddings have shape {embeddings.shape}, not (n, {crocs.embedding_dim})"
+                )
+            retriever._set_fitted(estimator, embeddings)
+    except (InvalidModelFileError, CallerError):
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+        raise InvalidModelFileError(
+            f"{path}: the model document and tensors do not describe a valid "
+            f"PrototypeRetriever ({type(exc).__name__}: {exc}). The file was altered or "
+            "written by an incompatible version."
+        ) from exc
+    return retriever
