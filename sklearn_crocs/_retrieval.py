@@ -391,7 +391,12 @@ default=None
         >>> loaded.query(return_distance=False).shape  # a row per prototype, A and B
         (2, 3)
         """
-        return load_retriever(cls, path, device=device, encoder=encoder, sha256=sha256)
+        retriever, embeddings = load_retriever(
+            cls, path, device=device, encoder=encoder, sha256=sha256
+        )
+        if embeddings is not None:
+            retriever._set_fitted(retriever.estimator, embeddings)
+        return retriever
 
     def _set_embeddings(self, embeddings):
         """Index ``embeddings``, the unit-norm rows that kneighbors searches."""

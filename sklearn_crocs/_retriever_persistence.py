@@ -107,6 +107,7 @@ def save_retriever(retriever, path, *, include_embeddings, overwrite=False):
 
 
 def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
+    """The retriever of the file, and its database embeddings (None if not saved)."""
     check_load_args(device, encoder, sha256)
     document, tensors = read_model_file(path, "PrototypeRetriever", sha256)
     path = os.fspath(path)
@@ -117,15 +118,14 @@ def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
         estimator = _estimator_from_spec(document["estimator"], tensors, path, device, encoder)
         retriever = cls(estimator, **params)
         retriever._validate_params()
-        indexed = document["indexed"]
-        if indexed:
+        embeddings = None
+        if document["indexed"]:
             embeddings = tensors["embeddings"].numpy()
             crocs = _crocs_step(estimator)
             if embeddings.ndim != 2 or embeddings.shape[1] != crocs.embedding_dim:
                 raise ValueError(
                     f"embeddings have shape {embeddings.shape}, not (n, {crocs.embedding_dim})"
                 )
-            retriever._set_fitted(estimator, embeddings)
     except (InvalidModelFileError, CallerError):
         raise
     except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
@@ -134,4 +134,4 @@ def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
             f"PrototypeRetriever ({type(exc).__name__}: {exc}). The file was altered or "
             "written by an incompatible version."
         ) from exc
-    return retriever
+    return retriever, embeddings

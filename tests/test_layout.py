@@ -71,10 +71,6 @@ ALLOWED_PRIVATE = {
     # Python: sys._getframe, documented (if implementation-specific), to find
     # the first caller outside the package for a warning's location.
     "_getframe": "the interpreter's frame access, for warnings",
-    # The retriever's loader sets the fitted state of the retriever it built;
-    # to go when PrototypeRetriever's rewrite (issue 37, point 4) gives the
-    # loader a public way (or loads in its own module).
-    "_set_fitted": "PrototypeRetriever's state, set by its model-file loader",
 }
 SELF_NAMES = {"self", "cls"}
 
