@@ -32,6 +32,7 @@ def data(bench):
     return bench._data(quick=True)
 
 
+@pytest.mark.slow  # a default fit on real ECGs
 def test_plain_loop_is_the_default_job(bench, data):
     X, y, X_test = data
     model = CROCSClusterer(max_epochs=1, random_state=0).fit(X, y)
