@@ -41,9 +41,9 @@ docs: $(DOCS_STAMP)
 docs-check: $(DOCS_STAMP)
 	$(BIN)/python scripts/check_docs.py docs/_build/html
 
-## bench: training/embedding, retrieval, fast-path and scaling benchmarks (minutes; run on a quiet machine)
+## bench: training/embedding, retrieval, fast-path, engine and scaling benchmarks (minutes; run on a quiet machine)
 bench: $(STAMP)
-	cd benchmarks && ../$(BIN)/python bench_training.py && ../$(BIN)/python bench_retrieval.py && ../$(BIN)/python bench_fastpath.py && ../$(BIN)/python bench_scaling.py
+	cd benchmarks && ../$(BIN)/python bench_training.py && ../$(BIN)/python bench_retrieval.py && ../$(BIN)/python bench_fastpath.py && ../$(BIN)/python bench_engine.py && ../$(BIN)/python bench_scaling.py
 
 ## bench-accuracy: CROCS on the bundled PTB-XL sample, 5 seeds: the paper's Tables 1 and 2, ablations, baselines
 bench-accuracy: $(STAMP)

@@ -24,6 +24,11 @@ def machine_summary(device="cpu"):
     return summary
 
 
+def load_average():
+    """The machine's load averages, to state next to timings (as ``uptime`` prints them)."""
+    return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg()) + " (1, 5, 15 min)"
+
+
 def repeat(fn, repeats):
     """Wall-clock seconds of ``repeats`` calls of ``fn`` (after one untimed warm-up call)."""
     fn()

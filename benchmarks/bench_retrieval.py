@@ -28,7 +28,6 @@ Run ``python benchmarks/bench_retrieval.py`` (``--quick`` for small sizes).
 """
 
 import argparse
-import os
 import time
 
 import numpy as np
@@ -36,6 +35,7 @@ import torch
 
 from _utils import (
     fmt_ms,
+    load_average,
     machine_summary,
     print_table,
     repeat,
@@ -124,10 +124,6 @@ def measure(method, n, repeats):
     }
 
 
-def _load():
-    return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg()) + " (1, 5, 15 min)"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to 10^5, 2 rounds")
@@ -142,7 +138,7 @@ def main(argv=None):
     rounds, repeats = (2, 3) if args.quick else (5, 3)
     rounds = args.rounds or rounds
     print(f"Machine: {machine_summary()}")
-    print(f"Before: {_load()}")
+    print(f"Before: {load_average()}")
     start = time.perf_counter()
     # Every size and method takes turns (each call in a fresh process), so that
     # a change of machine speed hits them alike; ratios and growth are taken
@@ -190,7 +186,7 @@ def main(argv=None):
         ],
         rows,
     )
-    print(f"After: {_load()} ({time.perf_counter() - start:.0f} s)")
+    print(f"After: {load_average()} ({time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":
