@@ -24,7 +24,6 @@ from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
-    ClusterMixin,
     TransformerMixin,
     _fit_context,
     clone,
@@ -229,7 +228,6 @@ class BasePrototypeClusterer(
     DocLinkMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    ClusterMixin,
     BaseEstimator,
 ):
     """One prototype per attribute combination, learned with an encoder; the nearest one predicts.
@@ -238,7 +236,7 @@ class BasePrototypeClusterer(
     include ``encoder``, ``encoder_params``, ``embedding_dim``,
     ``prototypes``, ``class_attribute``, ``max_epochs``, ``batch_size``,
     ``lr``, ``validation_fraction``, ``n_iter_no_change``, ``device``,
-    ``random_state``, ``verbose`` and ``memory_budget``. Options that only
+    ``random_state`` and ``verbose``. Options that only
     some have (rates, augmentation, extra callbacks, an accelerator, missing
     attributes) reach the shared code through the ``_*_params`` hooks, off
     here.
@@ -779,12 +777,12 @@ class BasePrototypeClusterer(
             ]
         )
 
-    def get_prototypes(self, kind=None):
+    def get_prototypes(self, prototypes=None):
         """Return the learned (CP CROCS) or mean (TP CROCS) prototypes.
 
         Parameters
         ----------
-        kind : {"learned", "mean"}, default=None
+        prototypes : {"learned", "mean"}, default=None
             Which set; ``None`` means the one chosen by the ``prototypes``
             parameter. ``"mean"`` leaves out combinations without training ECGs.
 
@@ -808,9 +806,11 @@ class BasePrototypeClusterer(
         ((2, 8), [0, 1])
         """
         check_is_fitted(self, "net_")
-        if kind not in (None, "learned", "mean"):
-            raise ValueError(f"kind must be 'learned', 'mean' or None; got {kind!r}.")
-        return self._fitted.get(kind)
+        if prototypes not in (None, "learned", "mean"):
+            raise ValueError(
+                f"prototypes must be 'learned', 'mean' or None; got {prototypes!r}."
+            )
+        return self._fitted.get(prototypes)
 
     def transform(self, X, *, sampling_rate=None):
         """Embed ECGs: L2-normalised encoder outputs.
