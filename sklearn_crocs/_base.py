@@ -33,6 +33,7 @@ from skorch.callbacks import PassthroughScoring
 from skorch.helper import predefined_split
 from skorch.history import History
 from torch import nn
+from tqdm import tqdm
 
 from ._attributes import AttributeCodec
 from ._doc_link import DocLinkMixin
@@ -719,8 +720,8 @@ class BasePrototypeClusterer(
 
         An ndarray, memory map or lazy array (see
         :func:`~sklearn_crocs.nn._data.is_lazy_array`) is read, checked and
-        embedded ``_CHUNK_BYTES`` at a time, with progress lines when
-        ``verbose``; other inputs are validated whole. NaN and infinity are
+        embedded ``_CHUNK_BYTES`` at a time, with a progress bar (tqdm, on
+        stderr) when ``verbose``; other inputs are validated whole. NaN and infinity are
         looked for batch by batch as the net reads them (unless scikit-learn's
         ``assume_finite`` is set, or ``check_finite`` is False), not in a
         separate pass over the input. Signals are first brought to the
@@ -751,11 +752,13 @@ class BasePrototypeClusterer(
         batch = self.net_.inference_batch_size()
         rows = max(rows - rows % batch, min(rows, batch))  # whole batches per chunk
         n = X.shape[0]
-        for start in range(0, n, rows):
-            stop = min(start + rows, n)
-            yield start, embed(X[start:stop])
-            if self.verbose and n > rows:
-                print(f"Embedded {stop}/{n} ECGs", flush=True)
+        # A bar only when X takes several chunks (large or lazy X).
+        quiet = not self.verbose or n <= rows
+        with tqdm(total=n, desc="Embedding", unit="ECG", disable=quiet) as bar:
+            for start in range(0, n, rows):
+                stop = min(start + rows, n)
+                yield start, embed(X[start:stop])
+                bar.update(stop - start)
 
     def _embed_input(self, X, sampling_rate=None, *, prepared=False):
         """Embeddings of unseen ECGs, computed chunk by chunk (see :meth:`_embedding_chunks`)."""

@@ -195,7 +195,8 @@ class CROCSClusterer(BasePrototypeClusterer):
     verbose : int, default=0
         ``0`` is silent; ``1`` prints one line per epoch (losses and time),
         with each column's best value in colour when standard output is a
-        terminal.
+        terminal, and shows a progress bar (tqdm, on stderr) while embedding
+        an input read in several chunks (a large or lazily read ``X``).
     callbacks : list of skorch callbacks or (name, callback) tuples, default=None
         Extra :mod:`skorch.callbacks` for training, run after the clusterer's
         own (loss parts, early stopping, restoring the best epoch), for
