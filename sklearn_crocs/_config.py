@@ -28,6 +28,8 @@ def _check_memory_budget(value):
 def get_config():
     """Return the current values of the package's settings.
 
+    Read more in the :ref:`User Guide <memory_budget>`.
+
     Returns
     -------
     config : dict
@@ -49,6 +51,8 @@ def get_config():
 
 def set_config(memory_budget=None):
     """Change the package's settings in the current thread (or context).
+
+    Read more in the :ref:`User Guide <memory_budget>`.
 
     Parameters
     ----------
@@ -94,6 +98,8 @@ _UNSET = object()
 @contextmanager
 def config_context(*, memory_budget=_UNSET):
     """Settings of the package for a block of code; the previous ones come back after it.
+
+    Read more in the :ref:`User Guide <memory_budget>`.
 
     Parameters
     ----------
