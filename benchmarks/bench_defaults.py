@@ -40,7 +40,7 @@ VARIANTS = {
     "defaults": {},
     "paper's CNN": {"encoder": "cnn"},
     "ResNet18 widths (64-512)": {"encoder_params": {"channels": (64, 128, 256, 512)}},
-    "no augmentation": {"crop": 1.0, "amplitude_jitter": 0.0},
+    "no augmentation": {"augment": None},
     "tau_w = 1 (paper)": {"tau_w": 1.0},
     "L_reg, beta = 0.2 (paper)": {"beta": 0.2},
     "L_reg, beta = 0.2, summed (Eq. 3)": {"beta": 0.2, "reg_reduction": "sum"},

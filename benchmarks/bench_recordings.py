@@ -167,7 +167,9 @@ def run_split(seed, clean, raw, sample, params, working_rates, bands=None):
 
     def band_from(low):
         def condition(records):
-            conditioner = SignalConditioner(RAW_RATE, target_rate=100, bandpass=(low, 40.0))
+            conditioner = SignalConditioner(
+                sampling_rate=RAW_RATE, target_rate=100, bandpass=(low, 40.0)
+            )
             return conditioner.fit_transform(records)
 
         return condition

@@ -394,10 +394,12 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
     # Clustering baselines; y only names the clusters of the unsupervised ones.
     clusterers = {
         "KM raw": (KMeansRaw(n_clusters=n_combinations, random_state=seed), None),
-        "DeepCluster": (DeepCluster(n_classes, **pseudo_epochs, random_state=seed), None),
-        "IIC": (IIC(n_combinations, **epochs, random_state=seed), groups),
-        "SeLA": (SeLA(n_combinations, **pseudo_epochs, random_state=seed), None),
-        "DTCR": (DTCR(n_combinations, **epochs, random_state=seed), groups),
+        "DeepCluster": (
+            DeepCluster(n_clusters=n_classes, **pseudo_epochs, random_state=seed), None
+        ),
+        "IIC": (IIC(n_clusters=n_combinations, **epochs, random_state=seed), groups),
+        "SeLA": (SeLA(n_clusters=n_combinations, **pseudo_epochs, random_state=seed), None),
+        "DTCR": (DTCR(n_clusters=n_combinations, **epochs, random_state=seed), groups),
         "KM EP": (KMeansEP(**epochs, random_state=seed), groups),
     }
     unsupervised = {}

@@ -90,7 +90,7 @@ display = PrototypeDisplay.from_estimator(model, X_test, y_test)
 # %%
 # The mean training embeddings (TP CROCS prototypes) of the same model,
 # with the training embeddings:
-display = PrototypeDisplay.from_estimator(model, X_train, y_train, kind="mean")
+display = PrototypeDisplay.from_estimator(model, X_train, y_train, prototypes="mean")
 
 # %%
 # Hierarchical clustering of the prototypes

@@ -6,6 +6,7 @@ NeurIPS 2021).
 
 import importlib
 
+from ._config import config_context, get_config, set_config
 from ._paper import paper_params
 
 __version__ = "0.1.0.dev0"
@@ -23,7 +24,10 @@ __all__ = [
     "InvalidModelFileError",
     "PrototypeRetriever",
     "__version__",
+    "config_context",
+    "get_config",
     "paper_params",
+    "set_config",
 ]
 
 

@@ -24,7 +24,6 @@ from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
-    ClusterMixin,
     TransformerMixin,
     _fit_context,
     clone,
@@ -34,6 +33,7 @@ from skorch.callbacks import PassthroughScoring
 from skorch.helper import predefined_split
 from skorch.history import History
 from torch import nn
+from tqdm import tqdm
 
 from ._attributes import AttributeCodec
 from ._doc_link import DocLinkMixin
@@ -229,7 +229,6 @@ class BasePrototypeClusterer(
     DocLinkMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    ClusterMixin,
     BaseEstimator,
 ):
     """One prototype per attribute combination, learned with an encoder; the nearest one predicts.
@@ -238,7 +237,7 @@ class BasePrototypeClusterer(
     include ``encoder``, ``encoder_params``, ``embedding_dim``,
     ``prototypes``, ``class_attribute``, ``max_epochs``, ``batch_size``,
     ``lr``, ``validation_fraction``, ``n_iter_no_change``, ``device``,
-    ``random_state``, ``verbose`` and ``memory_budget``. Options that only
+    ``random_state`` and ``verbose``. Options that only
     some have (rates, augmentation, extra callbacks, an accelerator, missing
     attributes) reach the shared code through the ``_*_params`` hooks, off
     here.
@@ -721,8 +720,8 @@ class BasePrototypeClusterer(
 
         An ndarray, memory map or lazy array (see
         :func:`~sklearn_crocs.nn._data.is_lazy_array`) is read, checked and
-        embedded ``_CHUNK_BYTES`` at a time, with progress lines when
-        ``verbose``; other inputs are validated whole. NaN and infinity are
+        embedded ``_CHUNK_BYTES`` at a time, with a progress bar (tqdm, on
+        stderr) when ``verbose``; other inputs are validated whole. NaN and infinity are
         looked for batch by batch as the net reads them (unless scikit-learn's
         ``assume_finite`` is set, or ``check_finite`` is False), not in a
         separate pass over the input. Signals are first brought to the
@@ -753,11 +752,13 @@ class BasePrototypeClusterer(
         batch = self.net_.inference_batch_size()
         rows = max(rows - rows % batch, min(rows, batch))  # whole batches per chunk
         n = X.shape[0]
-        for start in range(0, n, rows):
-            stop = min(start + rows, n)
-            yield start, embed(X[start:stop])
-            if self.verbose and n > rows:
-                print(f"Embedded {stop}/{n} ECGs", flush=True)
+        # A bar only when X takes several chunks (large or lazy X).
+        quiet = not self.verbose or n <= rows
+        with tqdm(total=n, desc="Embedding", unit="ECG", disable=quiet) as bar:
+            for start in range(0, n, rows):
+                stop = min(start + rows, n)
+                yield start, embed(X[start:stop])
+                bar.update(stop - start)
 
     def _embed_input(self, X, sampling_rate=None, *, prepared=False):
         """Embeddings of unseen ECGs, computed chunk by chunk (see :meth:`_embedding_chunks`)."""
@@ -779,12 +780,12 @@ class BasePrototypeClusterer(
             ]
         )
 
-    def get_prototypes(self, kind=None):
+    def get_prototypes(self, prototypes=None):
         """Return the learned (CP CROCS) or mean (TP CROCS) prototypes.
 
         Parameters
         ----------
-        kind : {"learned", "mean"}, default=None
+        prototypes : {"learned", "mean"}, default=None
             Which set; ``None`` means the one chosen by the ``prototypes``
             parameter. ``"mean"`` leaves out combinations without training ECGs.
 
@@ -808,9 +809,11 @@ class BasePrototypeClusterer(
         ((2, 8), [0, 1])
         """
         check_is_fitted(self, "net_")
-        if kind not in (None, "learned", "mean"):
-            raise ValueError(f"kind must be 'learned', 'mean' or None; got {kind!r}.")
-        return self._fitted.get(kind)
+        if prototypes not in (None, "learned", "mean"):
+            raise ValueError(
+                f"prototypes must be 'learned', 'mean' or None; got {prototypes!r}."
+            )
+        return self._fitted.get(prototypes)
 
     def transform(self, X, *, sampling_rate=None):
         """Embed ECGs: L2-normalised encoder outputs.

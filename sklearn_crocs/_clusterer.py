@@ -161,15 +161,17 @@ class CROCSClusterer(BasePrototypeClusterer):
     lr : float, default=1e-3
         Learning rate of Adam (paper: 1e-4 on Chapman, 1e-5 on PTB-XL; those
         need many more epochs than a small dataset offers).
-    crop : float in (0, 1] or "auto", default="auto"
-        Each training ECG is a random window of this fraction of its
-        samples, drawn anew on every pass (:class:`~sklearn_crocs.nn.RandomWindow`);
-        ``transform`` and ``predict`` embed whole signals, so the encoder
-        must accept both lengths. ``"auto"``: 0.8 for the ResNet, which pools
-        over time, and 1 (whole signals) for the CNN and encoder classes.
-    amplitude_jitter : float, default=0.1
-        Each training ECG is multiplied by a factor drawn from
-        ``N(1, amplitude_jitter^2)`` on every pass; 0 turns it off.
+    augment : "auto", RandomWindow or None, default="auto"
+        Perturbation of each training ECG, drawn anew on every pass
+        (:class:`~sklearn_crocs.nn.RandomWindow`: a random window of a
+        fraction ``crop`` of its samples, and an amplitude factor from
+        ``N(1, amplitude_jitter^2)``); ``transform`` and ``predict`` embed
+        whole signals, so with ``crop < 1`` the encoder must accept both
+        lengths (the CNN does not). ``"auto"``: ``RandomWindow(crop=0.8,
+        amplitude_jitter=0.1)`` for the ResNet, which pools over time, and
+        ``RandomWindow(crop=1.0, amplitude_jitter=0.1)`` (whole signals) for
+        the CNN and encoder classes. ``None``: no augmentation. Stored in
+        the model file.
     validation_fraction : float or None, default=None
         ``None`` trains for ``max_epochs`` epochs on all the data. A float is
         the fraction of the training groups (patients) held out for early
@@ -193,7 +195,8 @@ class CROCSClusterer(BasePrototypeClusterer):
     verbose : int, default=0
         ``0`` is silent; ``1`` prints one line per epoch (losses and time),
         with each column's best value in colour when standard output is a
-        terminal.
+        terminal, and shows a progress bar (tqdm, on stderr) while embedding
+        an input read in several chunks (a large or lazily read ``X``).
     callbacks : list of skorch callbacks or (name, callback) tuples, default=None
         Extra :mod:`skorch.callbacks` for training, run after the clusterer's
         own (loss parts, early stopping, restoring the best epoch), for
@@ -213,14 +216,6 @@ class CROCSClusterer(BasePrototypeClusterer):
         accelerator places the model, so ``device`` is not used for
         training. :meth:`save` does not store it: a loaded model has
         ``accelerator=None``.
-    memory_budget : "auto", int or None, default="auto"
-        Bytes of memory a fit may need. Before allocating anything, ``fit``
-        estimates its peak memory (the M x M weight tables of the M attribute
-        combinations, the regulariser's prototype pairs, the prototypes with
-        their optimiser state, one batch's activations and logits) and raises
-        a ``ValueError`` naming the parameter or attribute responsible when
-        the estimate exceeds the budget. ``"auto"``: half of the memory
-        available when ``fit`` starts; ``None``: no check.
 
     Attributes
     ----------
@@ -257,7 +252,9 @@ class CROCSClusterer(BasePrototypeClusterer):
         dtypes, layout), which reads, encodes and decodes attribute values
         for this model, :class:`PrototypeRetriever` and the metrics.
     labels_ : ndarray of shape (n_samples,)
-        Row of ``prototypes_`` nearest to each training ECG.
+        Row of ``prototypes_`` nearest to each training ECG (an index, not
+        an attribute value: ``prototype_attributes_[labels_]`` gives the
+        attributes that ``fit_predict`` returns).
     n_features_in_ : int
         Number of values per training ECG (``n_leads * n_timepoints``).
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -299,6 +296,13 @@ class CROCSClusterer(BasePrototypeClusterer):
     first. With ``prototypes="learned"`` a combination without training ECGs
     still gets a prototype, shaped by the soft weights and the regulariser;
     with ``prototypes="mean"`` it cannot, and it is left out with a warning.
+
+    The clusterer is not a scikit-learn :class:`~sklearn.base.ClusterMixin`:
+    a scikit-learn clusterer learns from ``X`` alone and its ``fit_predict``
+    returns the integer cluster ids of ``labels_``, whereas this one learns
+    from the attributes ``y`` and predicts attribute values. So
+    ``fit_predict(X, y)`` equals ``fit(X, y).predict(X)`` (attribute values),
+    and ``labels_`` holds the index of each training ECG's prototype.
 
     References
     ----------
@@ -349,8 +353,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "lr": [Interval(Real, 0, None, closed="neither")],
-        "crop": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
-        "amplitude_jitter": [Interval(Real, 0, None, closed="left")],
+        "augment": [StrOptions({"auto"}), RandomWindow, None],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "device": [str, torch.device],
@@ -358,7 +361,6 @@ class CROCSClusterer(BasePrototypeClusterer):
         "verbose": ["verbose"],
         "callbacks": [list, None],
         "accelerator": [HasMethods(["prepare"]), None],
-        "memory_budget": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
         "sampling_rate": [Interval(Real, 0, None, closed="neither"), None],
         "working_rate": [Interval(Real, 0, None, closed="neither"), None],
         "conditioning": [SignalConditioner, None],
@@ -366,6 +368,7 @@ class CROCSClusterer(BasePrototypeClusterer):
 
     def __init__(
         self,
+        *,
         encoder="resnet",
         encoder_params=None,
         embedding_dim=128,
@@ -387,8 +390,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         max_epochs=40,
         batch_size=128,
         lr=1e-3,
-        crop="auto",
-        amplitude_jitter=0.1,
+        augment="auto",
         validation_fraction=None,
         n_iter_no_change=10,
         device="cpu",
@@ -396,7 +398,6 @@ class CROCSClusterer(BasePrototypeClusterer):
         verbose=0,
         callbacks=None,
         accelerator=None,
-        memory_budget="auto",
     ):
         self.encoder = encoder
         self.encoder_params = encoder_params
@@ -419,8 +420,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr
-        self.crop = crop
-        self.amplitude_jitter = amplitude_jitter
+        self.augment = augment
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.device = device
@@ -428,7 +428,6 @@ class CROCSClusterer(BasePrototypeClusterer):
         self.verbose = verbose
         self.callbacks = callbacks
         self.accelerator = accelerator
-        self.memory_budget = memory_budget
 
     _not_saved = ("encoder", "callbacks", "accelerator")
 
@@ -440,17 +439,20 @@ class CROCSClusterer(BasePrototypeClusterer):
         return self.missing, self.continuous
 
     def _augmentation(self, encoder):
-        crop = self.crop
-        if crop == "auto":
+        augment = self.augment
+        if augment is None:
+            return None
+        if isinstance(augment, str):  # "auto"
             crop = 0.8 if issubclass(encoder, ResNet1dEncoder) else 1.0
-        if crop < 1 and issubclass(encoder, CNNEncoder):
+            return RandomWindow(crop=crop, amplitude_jitter=0.1)
+        if augment.crop < 1 and issubclass(encoder, CNNEncoder):
             raise ValueError(
-                f"crop={crop} trains on windows shorter than the signals that transform "
-                "embeds, but the CNN's linear layer takes one length only. Use crop=1 "
-                "(or 'auto') with encoder='cnn'."
+                f"augment={augment!r} trains on windows shorter than the signals that "
+                "transform embeds, but the CNN's linear layer takes one length only. Use "
+                "augment='auto' or RandomWindow(crop=1.0, ...) with encoder='cnn'."
             )
-        if crop < 1 or self.amplitude_jitter > 0:
-            return RandomWindow(crop=crop, amplitude_jitter=self.amplitude_jitter)
+        if augment.crop < 1 or augment.amplitude_jitter > 0:
+            return augment
         return None
 
     def _user_callbacks(self):

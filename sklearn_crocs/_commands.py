@@ -256,7 +256,7 @@ def _condition_function(settings):
 
     def condition(signal, rate):
         # Whole records, one at a time: records may differ in length and rate.
-        conditioner = SignalConditioner(rate, **options)
+        conditioner = SignalConditioner(sampling_rate=rate, **options)
         return conditioner.fit_transform(np.asarray(signal, dtype=np.float64)[np.newaxis])[0]
 
     return condition

@@ -8,6 +8,8 @@ import psutil
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from ._config import get_config
+
 # A contrastive loss above this means the similarities are scaled far beyond
 # what training can use: with cosine similarities in [-1, 1] the NCE loss is
 # at most 2 / tau_s + log(n_prototypes), about 30 for the paper's tau_s=0.1.
@@ -88,10 +90,11 @@ def _gb(n):
 def check_fit_memory(estimator, codec, class_index, activation_size):
     """Raise ValueError, before anything is allocated, if a fit would exceed the budget.
 
+    The budget is the ``memory_budget`` of :func:`sklearn_crocs.get_config`;
     ``codec`` and ``class_index`` describe the attributes of ``y`` (see
     :class:`~sklearn_crocs._attributes.AttributeCodec`).
     """
-    budget = estimator.memory_budget
+    budget = setting = get_config()["memory_budget"]
     if budget is None:
         return
     if budget == "auto":
@@ -129,8 +132,9 @@ def check_fit_memory(estimator, codec, class_index, activation_size):
     listed = ", ".join(f"{name} {_gb(n)}" for name, n in parts.items())
     raise ValueError(
         f"This fit needs about {_gb(total)} of memory ({listed}), more than "
-        f"memory_budget={estimator.memory_budget!r} ({_gb(budget)}). Most of it comes from "
-        f"{cause}; or raise memory_budget (None turns this check off)."
+        f"memory_budget={setting!r} ({_gb(budget)}). Most of it comes from {cause}; or "
+        "raise the budget with sklearn_crocs.config_context(memory_budget=<bytes>) "
+        "(None turns this check off)."
     )
 
 

@@ -12,8 +12,7 @@ _SHARED = {
     "reg_reduction": "sum",
     "prototypes": "learned",
     "ordinal": None,
-    "crop": 1.0,
-    "amplitude_jitter": 0.0,
+    "augment": None,
 }
 _DATASETS = {
     "chapman": {
@@ -76,8 +75,8 @@ def paper_params(dataset):
         - ``prototypes="learned"``: CP CROCS, the paper's method;
         - ``ordinal=None``: every attribute nominal, as the indicators of
           Eq. 2 and the Hamming distance of Eq. 3 treat them;
-        - ``crop=1.0``, ``amplitude_jitter=0.0``: whole 2500-sample frames,
-          no augmentation (Appendix A names none);
+        - ``augment=None``: whole 2500-sample frames, no augmentation
+          (Appendix A names none);
         - Chapman: ``encoder="cnn"`` with the layers of Table 5 (spelled
           out in ``encoder_params``), ``embedding_dim=128``,
           ``batch_size=256``, ``lr=1e-4`` (Sec. 5, Table 6), and

@@ -40,6 +40,7 @@ from safetensors.torch import save_file
 
 from ._attributes import LAYOUTS
 from ._utils import _atomic_path, _device_problem, _file_sha256, _python_value
+from .nn._augment import RandomWindow
 from .preprocessing import SignalConditioner
 
 __all__ = ["InvalidModelFileError"]
@@ -127,13 +128,16 @@ def encode_value(value, where):
         return os.fspath(value)
     if isinstance(value, SignalConditioner):
         return {"SignalConditioner": encode_value(value.get_params(), where)}
+    if isinstance(value, RandomWindow):
+        params = {"crop": value.crop, "amplitude_jitter": value.amplitude_jitter}
+        return {"RandomWindow": encode_value(params, where)}
     if isinstance(value, np.random.RandomState):
         name, keys, pos, has_gauss, gauss = value.get_state()
         return {"random_state": [name, keys.tolist(), pos, has_gauss, gauss]}
     raise TypeError(
         f"{where} is a {type(value).__name__}, which a model file cannot store (it holds "
-        "only numbers, strings, lists, tuples, dicts, torch devices, RandomState and "
-        "SignalConditioner). "
+        "only numbers, strings, lists, tuples, dicts, torch devices, RandomState, "
+        "SignalConditioner and RandomWindow). "
         "Set it to such a value before saving."
     )
 
@@ -159,6 +163,11 @@ def decode_value(value):
         step = SignalConditioner(**params)
         step._validate_params()
         return step
+    if tag == "RandomWindow":
+        params = decode_value(content)
+        if not isinstance(params, dict) or set(params) != {"crop", "amplitude_jitter"}:
+            raise ValueError("the augmentation has no crop and amplitude_jitter")
+        return RandomWindow(**params)
     if tag == "random_state":
         name, keys, pos, has_gauss, gauss = content
         state = np.random.RandomState()

@@ -12,6 +12,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
+from tqdm import tqdm
 
 from ._ann import INDEX_PARAMS, FaissIndex
 from ._doc_link import DocLinkMixin
@@ -75,8 +76,8 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         :meth:`kneighbors` its query ECGs) in slices of this many rows, so
         that a :func:`numpy.load` memmap is never loaded whole (see Notes).
     verbose : int, default=0
-        ``0`` is silent; ``1`` prints the embedding progress about ten times;
-        ``2`` after every batch.
+        ``0`` is silent; ``1`` shows a progress bar of the embedding (tqdm,
+        on stderr) and the time taken to build a FAISS index.
     index : {"exact", "ivf_flat", "ivf_pq", "hnsw"}, default="exact"
         How the database is searched. ``"exact"``: every embedding, in
         blocks (see Notes). The others build a FAISS index in ``fit`` (the
@@ -457,26 +458,23 @@ default=None
 
     def _embed_rows(self, X, n_samples, path, rate):
         """Embeddings of the ``n_samples`` rows of X, in memory or in the ``.npy`` ``path``."""
-        n_batches = -(-n_samples // self.batch_size)
-        report_every = 1 if self.verbose > 1 else max(1, -(-n_batches // 10))
-        start_time = time.perf_counter()
         embeddings = None
-        for batch, start in enumerate(range(0, n_samples, self.batch_size), 1):
-            stop = min(start + self.batch_size, n_samples)
-            rows = _rows(X, start, stop)
-            out = np.asarray(self.estimator_.transform(rows, **rate), dtype=np.float32)
-            if embeddings is None:
-                shape = (n_samples, out.shape[1])
-                embeddings = (
-                    np.empty(shape, dtype=np.float32)
-                    if path is None
-                    else np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
-                )
-            embeddings[start:stop] = out
-            if self.verbose and (batch % report_every == 0 or batch == n_batches):
-                print(
-                    f"Embedded {stop}/{n_samples} ECGs ({time.perf_counter() - start_time:.1f} s)"
-                )
+        with tqdm(total=n_samples, desc="Embedding", unit="ECG", disable=not self.verbose) as bar:
+            for start in range(0, n_samples, self.batch_size):
+                stop = min(start + self.batch_size, n_samples)
+                rows = _rows(X, start, stop)
+                out = np.asarray(self.estimator_.transform(rows, **rate), dtype=np.float32)
+                if embeddings is None:
+                    shape = (n_samples, out.shape[1])
+                    embeddings = (
+                        np.empty(shape, dtype=np.float32)
+                        if path is None
+                        else np.lib.format.open_memmap(
+                            path, mode="w+", dtype=np.float32, shape=shape
+                        )
+                    )
+                embeddings[start:stop] = out
+                bar.update(stop - start)
         return embeddings
 
     def _attribute_queries(self, attributes):

@@ -643,7 +643,7 @@ def test_the_cli_and_the_python_path_predict_the_same(cinc, shared_data, tmp_pat
     model = CROCSClusterer.load(model_dir / "model.safetensors")
     data = load_wfdb(folder, leads=json.loads((model_dir / "settings.json").read_text())[
         "lead_names"], signal_length="variable")  # fmt: skip
-    conditioner = SignalConditioner(data.fs, target_rate=model.sampling_rate_)
+    conditioner = SignalConditioner(sampling_rate=data.fs, target_rate=model.sampling_rate_)
     records = [conditioner.fit_transform(x[np.newaxis])[0] for x in data.data]
     frame_length = model.input_shape_[1]
     kept = [i for i, x in enumerate(records) if x.shape[-1] >= frame_length]

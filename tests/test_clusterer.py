@@ -19,11 +19,12 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics import adjusted_mutual_info_score
 from sklearn.model_selection import GridSearchCV, GroupKFold, cross_validate
 from sklearn.pipeline import make_pipeline
+from sklearn.utils._param_validation import InvalidParameterError
 from skorch.callbacks import Callback, LRScheduler, ProgressBar
 from torch import nn
 
 from sklearn_crocs import CROCSClusterer
-from sklearn_crocs.nn import CNNEncoder, CROCSLoss
+from sklearn_crocs.nn import CNNEncoder, CROCSLoss, RandomWindow
 
 FAST = {"encoder": "cnn", "embedding_dim": 16, "max_epochs": 4, "lr": 3e-3, "batch_size": 32}
 
@@ -113,7 +114,15 @@ def test_score_is_mean_per_attribute_accuracy(fitted, synthetic):
 def test_fit_predict_and_fit_transform_match_separate_calls(synthetic):
     X, y, groups = synthetic
     predicted = _model().fit(X, y).predict(X)
-    pd.testing.assert_frame_equal(_model().fit_predict(X, y), predicted)
+    model = _model()
+    attributes = model.fit_predict(X, y)
+    pd.testing.assert_frame_equal(attributes, predicted)
+    # labels_ index the prototypes (not scikit-learn cluster labels that
+    # fit_predict would return): their attributes are what fit_predict gives.
+    assert model.labels_.dtype.kind == "i"
+    np.testing.assert_array_equal(
+        model.prototype_attributes_[model.labels_], attributes.to_numpy(dtype=object)
+    )
     embeddings = _model().fit(X, y).transform(X)
     np.testing.assert_allclose(_model().fit_transform(X, y), embeddings, rtol=1e-6)
 
@@ -210,7 +219,7 @@ def test_mean_prototypes_are_normalised_class_means(synthetic):
         torch.nn.functional.normalize(model.net_.criterion_.prototypes.detach(), dim=1),
         rtol=1e-6,
     )
-    with pytest.raises(ValueError, match="kind must be"):
+    with pytest.raises(ValueError, match="prototypes must be"):
         model.get_prototypes("median")
 
 
@@ -693,7 +702,7 @@ def test_chunked_and_memmap_transform_equal_in_memory(
     monkeypatch.setattr(clusterer_module, "_CHUNK_BYTES", 4 * 600 * 10)  # 10 ECGs per chunk
     # Equal up to float32 rounding, which depends on the batch composition.
     np.testing.assert_allclose(fitted.transform(database), expected, rtol=1e-5, atol=1e-6)
-    assert capsys.readouterr().out == ""  # verbose=0
+    assert capsys.readouterr() == ("", "")  # verbose=0
     pd.testing.assert_frame_equal(fitted.predict(database), fitted.predict(X))
     assert fitted.score(database, y) == pytest.approx(fitted.score(X, y))
     loud = clone(fitted).set_params(verbose=1)
@@ -701,9 +710,11 @@ def test_chunked_and_memmap_transform_equal_in_memory(
         {k: v for k, v in fitted.__dict__.items() if k.endswith("_") or k.startswith("_")}
     )
     loud.transform(database)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "Embedded 10/72 ECGs"
-    assert lines[-1] == "Embedded 72/72 ECGs"
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    # A tqdm bar on stderr, from none to all 72 ECGs (chunks of 10).
+    assert "Embedding:" in captured.err
+    assert " 0/72 " in captured.err and " 72/72 " in captured.err
     bad = X.copy()
     bad[45, 0, 3] = np.nan
     with pytest.raises(ValueError, match="NaN"):
@@ -812,13 +823,25 @@ def test_training_augmentation_settings_reach_the_net(synthetic):
     assert repr(_model(max_epochs=1).fit(X, y).net_.augment) == (
         "RandomWindow(crop=1.0, amplitude_jitter=0.1)"  # the CNN takes whole signals
     )
-    assert _model(max_epochs=1, amplitude_jitter=0).fit(X, y).net_.augment is None
-    plain = _model(**resnet, crop=1, amplitude_jitter=0).fit(X, y)
+    assert _model(max_epochs=1, augment=None).fit(X, y).net_.augment is None
+    # A RandomWindow that changes nothing is no augmentation.
+    still = RandomWindow(crop=1.0, amplitude_jitter=0.0)
+    assert _model(max_epochs=1, augment=still).fit(X, y).net_.augment is None
+    window = RandomWindow(crop=0.5, amplitude_jitter=0.2)
+    assert _model(**resnet, augment=window).fit(X, y).net_.augment is window
+    plain = _model(**resnet, augment=None).fit(X, y)
     augmented = _model(**resnet).fit(X, y)
     assert plain.net_.augment is None
     assert not np.allclose(plain.prototypes_, augmented.prototypes_)
-    with pytest.raises(ValueError, match=r"crop=0.8 trains on windows shorter .* Use crop=1"):
-        _model(encoder="cnn", crop=0.8).fit(X, y)
+    with pytest.raises(ValueError, match=r"augment=RandomWindow\(crop=0.8, .* shorter .* CNN"):
+        _model(encoder="cnn", augment=RandomWindow(crop=0.8)).fit(X, y)
+
+
+@pytest.mark.parametrize("augment", ["none", 0.8, {"crop": 0.8}])
+def test_augment_refuses_other_values(synthetic, augment):
+    X, y, _ = synthetic
+    with pytest.raises(InvalidParameterError, match="The 'augment' parameter"):
+        _model(max_epochs=1, augment=augment).fit(X, y)
 
 
 # ---------------------------------------------------------- missing attributes
@@ -1248,7 +1271,7 @@ def test_conditioning_in_the_model_equals_conditioning_before_it():
     raw = 0.3 * X + 1.0 + 0.4 * np.sin(2 * np.pi * 0.2 * t) + 0.1 * np.sin(2 * np.pi * 50 * t)
     raw = raw.astype(np.float32)
     inside = _model(sampling_rate=500, conditioning=SignalConditioner(notch=50)).fit(raw, y)
-    prepared = SignalConditioner(500, target_rate=100, notch=50).fit_transform(raw)
+    prepared = SignalConditioner(sampling_rate=500, target_rate=100, notch=50).fit_transform(raw)
     outside = _model(sampling_rate=100).fit(prepared, y)
     np.testing.assert_array_equal(inside.prototypes_, outside.prototypes_)
     np.testing.assert_array_equal(inside.transform(raw), outside.transform(prepared))
@@ -1271,7 +1294,7 @@ def test_conditioning_needs_the_rate_and_leaves_rates_to_the_model():
         match=r"conditioning has sampling_rate=250, but the model gives "
         r"it signals at 500 Hz",
     ):
-        _model(sampling_rate=500, conditioning=SignalConditioner(250)).fit(X, y)
+        _model(sampling_rate=500, conditioning=SignalConditioner(sampling_rate=250)).fit(X, y)
 
 
 def test_a_lazy_x_that_needs_resampling_is_refused(tmp_path):

@@ -1,5 +1,10 @@
-"""scikit-learn's estimator checks, run with fast parameters."""
+"""scikit-learn's estimator checks, run with fast parameters; the package's public surface."""
 
+import importlib
+import inspect
+
+import pytest
+from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from skorch.callbacks import LRScheduler
 
@@ -43,15 +48,6 @@ def _fast_estimators():
     )
 
 
-def _expected_failed_checks(estimator):
-    return {
-        "check_clustering": (
-            "CROCS learns prototypes of attribute combinations and needs the "
-            "attributes y in fit; this check fits clusterers without y."
-        ),
-    }
-
-
 class _LRScheduler(LRScheduler):
     """skorch's LRScheduler with a repr free of memory addresses, which would vary the test ids."""
 
@@ -72,8 +68,45 @@ WITH_CALLBACKS = CROCSClusterer(
 )
 
 
-@parametrize_with_checks(
-    [*_fast_estimators(), WITH_CALLBACKS], expected_failed_checks=_expected_failed_checks
-)
+# CROCSClusterer is not a ClusterMixin (it learns from y and predicts attribute
+# values, see its Notes), so check_clustering does not run and nothing is
+# expected to fail.
+@parametrize_with_checks([*_fast_estimators(), WITH_CALLBACKS])
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+# ------------------------------------------------------------- public surface
+def _public_estimators():
+    """Every estimator class that a public module of the package exports."""
+    found = {}
+    for name in ("sklearn_crocs", "sklearn_crocs.baselines", "sklearn_crocs.preprocessing"):
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            obj = getattr(module, attr)
+            if inspect.isclass(obj) and issubclass(obj, BaseEstimator):
+                found[obj.__name__] = obj
+    return [found[k] for k in sorted(found)]
+
+
+# Meta-estimators keep the estimator they wrap positional, as scikit-learn's do.
+_WRAPPED = {"PrototypeRetriever": "estimator", "KMeansCROCS": "crocs"}
+
+
+@pytest.mark.parametrize("cls", _public_estimators(), ids=lambda cls: cls.__name__)
+def test_parameters_are_keyword_only(cls):
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    positional = [p.name for p in params if p.kind is not p.KEYWORD_ONLY]
+    assert positional == ([_WRAPPED[cls.__name__]] if cls.__name__ in _WRAPPED else [])
+    keyword = [p for p in params if p.kind is p.KEYWORD_ONLY]
+    with pytest.raises(TypeError, match="positional argument"):
+        cls(*([None] * len(positional)), keyword[0].default)
+
+
+def test_prototype_clusterers_are_no_sklearn_clusterers():
+    # They learn from y and predict attribute values (see CROCSClusterer's Notes).
+    from sklearn_crocs.baselines import DTC
+
+    for cls in (CROCSClusterer, DTC):
+        assert not issubclass(cls, ClusterMixin)
+        assert cls().__sklearn_tags__().estimator_type is None

@@ -1,5 +1,6 @@
 """CROCSClusterer's guards: memory budget, failed training, unusable device."""
 
+import threading
 import tracemalloc
 import warnings
 
@@ -10,8 +11,8 @@ import torch
 from conftest import make_synthetic_ecgs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.pipeline import make_pipeline
-from sklearn.utils._param_validation import InvalidParameterError
 
+import sklearn_crocs
 import sklearn_crocs._guards as guards
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.preprocessing import FrameNormalizer
@@ -47,22 +48,25 @@ def test_ten_thousand_combinations_refused_before_allocating(monkeypatch):
     finally:
         tracemalloc.stop()
     assert peak < 50 * 2**20
-    with pytest.raises(ValueError, match=r"more than memory_budget=1000000000 \(1 GB\)"):
-        CROCSClusterer(**FAST, memory_budget=10**9).fit(X, y)
+    with (
+        pytest.raises(ValueError, match=r"more than memory_budget=1000000000 \(1 GB\)"),
+        sklearn_crocs.config_context(memory_budget=10**9),
+    ):
+        CROCSClusterer(**FAST).fit(X, y)
 
 
 @pytest.mark.bad_input("Fit", "fit needing more memory than memory_budget", "ValueError")
 @pytest.mark.parametrize(
-    ("dims", "params", "cause"),
+    ("dims", "params", "budget", "cause"),
     [
-        ((2, 2), {"batch_size": 256, "memory_budget": 10**6}, r"batch_size=256: one training step on ECGs of 1 lead\(s\) x 2500"),
-        ((2, 50, 50), {"embedding_dim": 256, "memory_budget": 10**9}, "embedding_dim=256 times the same-class pairs"),
+        ((2, 2), {"batch_size": 256}, 10**6, r"batch_size=256: one training step on ECGs of 1 lead\(s\) x 2500"),
+        ((2, 50, 50), {"embedding_dim": 256}, 10**9, "embedding_dim=256 times the same-class pairs"),
     ],
     ids=["batch", "embedding-dim"],
 )  # fmt: skip
-def test_memory_refusal_names_the_parameter(dims, params, cause):
+def test_memory_refusal_names_the_parameter(dims, params, budget, cause):
     X, y = _combinations_data(dims, length=2500)
-    with pytest.raises(ValueError, match=cause):
+    with pytest.raises(ValueError, match=cause), sklearn_crocs.config_context(memory_budget=budget):
         CROCSClusterer(**{**FAST, **params}).fit(X, y)
 
 
@@ -76,11 +80,46 @@ def test_memory_estimate_is_conservative():
     assert max(parts, key=parts.get) == "weight table"
 
 
-def test_memory_budget_parameter():
+def test_memory_budget_setting():
     X, y = _combinations_data((2, 2), n_samples=40)
-    with pytest.raises(InvalidParameterError, match="memory_budget"):
-        CROCSClusterer(**FAST, memory_budget=0).fit(X, y)
-    assert CROCSClusterer(**FAST, memory_budget=None).fit(X, y).n_iter_ == 1
+    for bad in (0, -5, 1.5, "half", True):
+        with (
+            pytest.raises(ValueError, match="memory_budget must be 'auto', a positive int"),
+            sklearn_crocs.config_context(memory_budget=bad),
+        ):
+            pass
+        with pytest.raises(ValueError, match="memory_budget must be"):
+            sklearn_crocs.set_config(memory_budget=bad)
+    assert sklearn_crocs.get_config() == {"memory_budget": "auto"}
+    # The fit reads the setting of its context, which comes back after it.
+    with sklearn_crocs.config_context(memory_budget=10**3):
+        with pytest.raises(ValueError, match=r"more than memory_budget=1000 \("):
+            CROCSClusterer(**FAST).fit(X, y)
+        with sklearn_crocs.config_context(memory_budget=None):  # the check off
+            assert CROCSClusterer(**FAST).fit(X, y).n_iter_ == 1
+        assert sklearn_crocs.get_config()["memory_budget"] == 10**3
+    assert sklearn_crocs.get_config()["memory_budget"] == "auto"
+    CROCSClusterer(**FAST).fit(X, y)
+    with pytest.raises(TypeError, match="memory_budget"):
+        CROCSClusterer(memory_budget=None)  # no longer a parameter
+
+
+def test_memory_budget_set_config_and_threads():
+    seen = {}
+    try:
+        sklearn_crocs.set_config(memory_budget=10**3)
+        assert sklearn_crocs.get_config()["memory_budget"] == 10**3
+        # Each thread has its own settings: another one sees the initial value.
+        thread = threading.Thread(
+            target=lambda: seen.update(other=sklearn_crocs.get_config()["memory_budget"])
+        )
+        thread.start()
+        thread.join()
+        sklearn_crocs.set_config()  # None leaves the value as it is
+        assert sklearn_crocs.get_config()["memory_budget"] == 10**3
+    finally:
+        sklearn_crocs.set_config(memory_budget="auto")
+    assert seen["other"] == "auto"
 
 
 # ------------------------------------------------------------ failed training

@@ -26,8 +26,7 @@ SHARED = {
     "reg_reduction": "sum",  # Eq. 3: L_reg = sum_{j,k} (d^_jk - d_jk)^2
     "prototypes": "learned",  # Sec. 5, "Baseline methods": CP CROCS
     "ordinal": None,  # Eq. 2's indicators and Eq. 3's Hamming distance: nominal
-    "crop": 1.0,  # Appendix A.1: whole 2500-sample frames, no augmentation named
-    "amplitude_jitter": 0.0,  # idem
+    "augment": None,  # Appendix A.1: whole 2500-sample frames, no augmentation named
 }
 CHAPMAN = {
     **SHARED,

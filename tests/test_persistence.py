@@ -552,6 +552,34 @@ def test_a_saved_model_keeps_its_rate_and_conditioning(tmp_path):
         loaded.predict(X[..., :500])
 
 
+@pytest.mark.parametrize("augment", ["window", "auto", None])
+def test_a_saved_model_keeps_its_augmentation(tmp_path, augment):
+    from test_clusterer import _model, _sines
+
+    from sklearn_crocs.nn import RandomWindow
+
+    X, y = _sines(100)
+    window = RandomWindow(crop=0.5, amplitude_jitter=0.2)
+    model = _model(
+        encoder="resnet",
+        encoder_params={"channels": (4, 8)},
+        max_epochs=1,
+        augment=window if augment == "window" else augment,
+    ).fit(X, y)
+    path = tmp_path / "model.safetensors"
+    model.save(path)
+    with safe_open(path, "pt") as f:
+        saved = json.loads(f.metadata()["sklearn_crocs"])["params"]["augment"]
+    loaded = CROCSClusterer.load(path)
+    if augment == "window":
+        assert saved == {"RandomWindow": {"dict": {"crop": 0.5, "amplitude_jitter": 0.2}}}
+        assert isinstance(loaded.augment, RandomWindow)
+        assert repr(loaded.augment) == repr(window)
+    else:
+        assert saved == loaded.augment == augment
+    np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
+
+
 @pytest.mark.bad_input(
     "Model file", "a negative or non-numeric sampling rate", "InvalidModelFileError"
 )

@@ -223,8 +223,8 @@ class DeepCluster(AttributeMapMixin, NeuralBaseline):
 
     def __init__(
         self,
-        n_clusters=8,
         *,
+        n_clusters=8,
         n_init=10,
         mapping="majority",
         encoder=_D["encoder"],

@@ -131,8 +131,6 @@ class DTC(BasePrototypeClusterer):
         Seeds initialisation, batch order and the validation split.
     verbose : int, default=0
         ``1`` prints one line per epoch.
-    memory_budget : "auto", int or None, default="auto"
-        As in :class:`~sklearn_crocs.CROCSClusterer`.
 
     Attributes
     ----------
@@ -154,7 +152,8 @@ class DTC(BasePrototypeClusterer):
     categories_ : list of ndarray
         Values of each attribute seen in ``fit``.
     labels_ : ndarray of shape (n_samples,)
-        Row of ``prototypes_`` nearest to each training ECG.
+        Row of ``prototypes_`` nearest to each training ECG (an index;
+        ``prototype_attributes_[labels_]`` gives its attributes).
     n_features_in_ : int
         Number of values per training ECG.
     sampling_rate_ : None
@@ -175,6 +174,13 @@ class DTC(BasePrototypeClusterer):
     See Also
     --------
     sklearn_crocs.CROCSClusterer : CROCS, which DTC is compared with.
+
+    Notes
+    -----
+    Like :class:`~sklearn_crocs.CROCSClusterer`, DTC learns from the
+    attributes ``y`` and predicts attribute values, so it is not a
+    scikit-learn :class:`~sklearn.base.ClusterMixin`: ``fit_predict(X, y)``
+    equals ``fit(X, y).predict(X)``.
 
     References
     ----------
@@ -220,7 +226,6 @@ class DTC(BasePrototypeClusterer):
                 "device",
                 "random_state",
                 "verbose",
-                "memory_budget",
             )
         },
         "alpha": [Interval(Real, 0, None, closed="neither")],
@@ -228,6 +233,7 @@ class DTC(BasePrototypeClusterer):
 
     def __init__(
         self,
+        *,
         encoder=_D["encoder"],
         encoder_params=_D["encoder_params"],
         embedding_dim=_D["embedding_dim"],
@@ -243,7 +249,6 @@ class DTC(BasePrototypeClusterer):
         device="cpu",
         random_state=None,
         verbose=0,
-        memory_budget="auto",
     ):
         self.encoder = encoder
         self.encoder_params = encoder_params
@@ -260,7 +265,6 @@ class DTC(BasePrototypeClusterer):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
-        self.memory_budget = memory_budget
 
     def _criterion(self, codec, class_index, partial_combinations=None):
         # Every attribute is known (the base class's missing="error").

@@ -221,8 +221,8 @@ class DTCR(AttributeMapMixin, NeuralBaseline):
 
     def __init__(
         self,
-        n_clusters=8,
         *,
+        n_clusters=8,
         alpha=0.2,
         lam=1e-3,
         n_decoder_steps=50,

@@ -177,9 +177,9 @@ class KMeansEP(AttributeMapMixin, NeuralBaseline):
 
     def __init__(
         self,
+        *,
         n_prototypes=None,
         n_clusters=None,
-        *,
         reconstruction_weight=1.0,
         r1_weight=1.0,
         r2_weight=1.0,

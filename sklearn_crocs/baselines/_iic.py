@@ -203,8 +203,8 @@ class IIC(AttributeMapMixin, NeuralBaseline):
 
     def __init__(
         self,
-        n_clusters=8,
         *,
+        n_clusters=8,
         n_overclusters=None,
         perturbation="noise",
         perturbation_scale=0.1,

@@ -77,7 +77,7 @@ class KMeansRaw(
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_clusters=8, *, n_init=10, mapping="majority", random_state=None):
+    def __init__(self, *, n_clusters=8, n_init=10, mapping="majority", random_state=None):
         self.n_clusters = n_clusters
         self.n_init = n_init
         self.mapping = mapping

@@ -163,8 +163,8 @@ class SeLA(AttributeMapMixin, NeuralBaseline):
 
     def __init__(
         self,
-        n_clusters=8,
         *,
+        n_clusters=8,
         sinkhorn_lambda=25.0,
         mapping="majority",
         encoder=_D["encoder"],

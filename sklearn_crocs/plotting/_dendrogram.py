@@ -99,7 +99,7 @@ class PrototypeDendrogramDisplay:
         cls,
         estimator,
         *,
-        kind=None,
+        prototypes=None,
         method="average",
         metric="euclidean",
         cluster_features=True,
@@ -113,7 +113,7 @@ class PrototypeDendrogramDisplay:
         ----------
         estimator : CROCSClusterer
             Fitted estimator.
-        kind : {"learned", "mean"}, default=None
+        prototypes : {"learned", "mean"}, default=None
             Which prototypes (see :meth:`~sklearn_crocs.CROCSClusterer.get_prototypes`).
         method : str, default="average"
             Linkage method of :func:`scipy.cluster.hierarchy.linkage`
@@ -139,9 +139,9 @@ class PrototypeDendrogramDisplay:
             Object that stores the matplotlib artists.
         """
         check_is_fitted(estimator, "net_")
-        prototypes, attributes = estimator.get_prototypes(kind)
+        vectors, attributes = estimator.get_prototypes(prototypes)
         display = cls(
-            prototypes=prototypes,
+            prototypes=vectors,
             prototype_attributes=np.asarray(attributes, dtype=object),
             attribute_names=list(estimator.attribute_names_),
             categories=[list(c) for c in estimator.categories_],

@@ -122,7 +122,7 @@ class PrototypeDisplay:
         X=None,
         y=None,
         *,
-        kind=None,
+        prototypes=None,
         projection="pca",
         max_embeddings=2000,
         random_state=0,
@@ -141,7 +141,7 @@ class PrototypeDisplay:
             ECGs to show beside the prototypes (e.g. held-out data).
         y : array-like or DataFrame, default=None
             True attributes of ``X``, for colouring the embeddings.
-        kind : {"learned", "mean"}, default=None
+        prototypes : {"learned", "mean"}, default=None
             Which prototypes (see :meth:`~sklearn_crocs.CROCSClusterer.get_prototypes`).
         projection : "pca", "umap" or estimator, default="pca"
             2-D projection, fitted on prototypes and embeddings together.
@@ -160,6 +160,7 @@ class PrototypeDisplay:
         display : PrototypeDisplay
         """
         check_is_fitted(estimator, "net_")
+        kind = prototypes or estimator.prototypes
         prototypes, attributes = estimator.get_prototypes(kind)
         vectors, embedding_attributes = prototypes, None
         if X is not None:
@@ -195,7 +196,7 @@ class PrototypeDisplay:
             marker_attribute=marker_attribute,
             size_attribute=size_attribute,
         )
-        if (kind or estimator.prototypes) == "mean":
+        if kind == "mean":
             display.ax_.set_title(
                 "Mean training embeddings (TP CROCS prototypes, large) and ECG embeddings"
             )

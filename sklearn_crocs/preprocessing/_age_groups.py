@@ -62,7 +62,7 @@ class AgeGroupEncoder(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, Base
     ['<=44', '58-68', '>=69']
     """
 
-    def __init__(self, n_groups=4, output="label"):
+    def __init__(self, *, n_groups=4, output="label"):
         self.n_groups = n_groups
         self.output = output
 

@@ -340,7 +340,7 @@ class FrameNormalizer(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, Base
            [ 0.   ,  0.   ,  0.   ]])
     """
 
-    def __init__(self, method="zscore"):
+    def __init__(self, *, method="zscore"):
         self.method = method
 
     def _validate(self, X, reset):
@@ -573,8 +573,8 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
 
     def __init__(
         self,
-        sampling_rate=None,
         *,
+        sampling_rate=None,
         target_rate=None,
         bandpass=(0.5, 40.0),
         notch=None,

@@ -38,7 +38,8 @@ def _fast_estimators():
 
 
 def _expected_failed_checks(estimator):
-    if isinstance(estimator, (DTC, KMeansCROCS, KMeansEP)):
+    # DTC is no ClusterMixin (it predicts attribute values), so the check does not run.
+    if isinstance(estimator, (KMeansCROCS, KMeansEP)):
         return {
             "check_clustering": (
                 f"{type(estimator).__name__} is trained on the attributes y (CROCS's, or the "

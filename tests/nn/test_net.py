@@ -210,7 +210,7 @@ y = rng.integers(0, 2, (128, 2))
 X = (rng.standard_normal((128, 1, 200)) + y[:, :1, None]).astype(np.float32)
 model = CROCSClusterer(
     encoder=Encoder, embedding_dim=8, max_epochs=3, batch_size=batch_size, lr=1e-2,
-    amplitude_jitter=0, validation_fraction=0.25, random_state=0, accelerator=accelerator,
+    augment=None, validation_fraction=0.25, random_state=0, accelerator=accelerator,
 ).fit(X, y, groups=np.arange(128) // 2)
 if accelerator is None or accelerator.is_main_process:
     np.savez(

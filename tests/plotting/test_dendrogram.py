@@ -60,7 +60,7 @@ def test_dendrogram_axes_are_aligned_with_the_heat_map(model):
 def test_without_feature_clustering(model):
     _, ax = plt.subplots()
     display = PrototypeDendrogramDisplay.from_estimator(
-        model, cluster_features=False, kind="mean", method="complete", ax=ax
+        model, cluster_features=False, prototypes="mean", method="complete", ax=ax
     )
     prototypes, _ = model.get_prototypes("mean")
     assert display.ax_ is ax

@@ -48,7 +48,7 @@ def test_embeddings_are_drawn_and_subsampled(model, data):
 def test_title_names_the_prototypes(model):
     learned = PrototypeDisplay.from_estimator(model)
     assert learned.ax_.get_title().startswith("Clinical prototypes")
-    mean = PrototypeDisplay.from_estimator(model, kind="mean")
+    mean = PrototypeDisplay.from_estimator(model, prototypes="mean")
     assert mean.ax_.get_title().startswith("Mean training embeddings")
 
 

@@ -180,7 +180,7 @@ def test_frame_normalizer_is_stateless_and_pipeline_ready():
     assert fitted.n_features_in_ == 2
     with pytest.raises(ValueError, match="features"):
         fitted.transform(rng.normal(size=(5, 3, 50)))
-    pipe = make_pipeline(FrameNormalizer(), FrameNormalizer("minmax"))
+    pipe = make_pipeline(FrameNormalizer(), FrameNormalizer(method="minmax"))
     assert pipe.fit_transform(X).shape == X.shape
     with pytest.raises(ValueError, match="method must be 'zscore' or 'minmax'"):
         FrameNormalizer(method="l2").fit(X)
@@ -240,7 +240,7 @@ def test_signal_conditioner_removes_offset_wander_and_mains():
     from sklearn_crocs.preprocessing import SignalConditioner
 
     clean, raw = _raw_like()
-    out = SignalConditioner(500, target_rate=100, notch=50).fit_transform(raw)
+    out = SignalConditioner(sampling_rate=500, target_rate=100, notch=50).fit_transform(raw)
     assert out.shape == (1, 12, 1000) and out.dtype == np.float32
     expected = normalize_frames(resample_signals(clean, 500, 100))
     inner = slice(100, -200)  # away from the edges, where the filters settle
@@ -256,17 +256,17 @@ def test_signal_conditioner_options():
     from sklearn_crocs.preprocessing import SignalConditioner
 
     clean, raw = _raw_like()
-    same_rate = SignalConditioner(500).fit_transform(raw[0])  # 2-D: (n_ecgs, n_samples)
+    same_rate = SignalConditioner(sampling_rate=500).fit_transform(raw[0])  # 2-D: (n_ecgs, n_samples)
     assert same_rate.shape == (12, 5000)
-    mv = SignalConditioner(500, bandpass=(0.5, None), normalize=None).fit_transform(raw)
+    mv = SignalConditioner(sampling_rate=500, bandpass=(0.5, None), normalize=None).fit_transform(raw)
     assert (
         abs(float(np.median(mv.std(axis=-1))) - 0.3 * float(np.median(clean.std(axis=-1)))) < 0.05
     )
-    unfiltered = SignalConditioner(500, bandpass=None, normalize=None).fit_transform(raw)
+    unfiltered = SignalConditioner(sampling_rate=500, bandpass=None, normalize=None).fit_transform(raw)
     np.testing.assert_allclose(unfiltered, raw.astype(np.float32))
     # Edges above Nyquist: the band-pass becomes a high-pass.
-    SignalConditioner(60, bandpass=(0.5, 40.0)).fit_transform(raw[..., ::25])
-    pipe = make_pipeline(SignalConditioner(500, target_rate=250))
+    SignalConditioner(sampling_rate=60, bandpass=(0.5, 40.0)).fit_transform(raw[..., ::25])
+    pipe = make_pipeline(SignalConditioner(sampling_rate=500, target_rate=250))
     assert clone(pipe).fit_transform(raw).shape == (1, 12, 2500)
 
 
@@ -298,7 +298,7 @@ def test_signal_conditioner_flags_microvolts():
     from sklearn_crocs.preprocessing import SignalConditioner
 
     _, raw = _raw_like()
-    conditioner = SignalConditioner(500, normalize=None)
+    conditioner = SignalConditioner(sampling_rate=500, normalize=None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         conditioner.fit_transform(raw)
@@ -312,4 +312,4 @@ def test_signal_conditioner_refuses_swapped_axes():
 
     _, raw = _raw_like()
     with pytest.raises(ValueError, match=r"np.swapaxes\(X, 1, 2\)"):
-        SignalConditioner(500).fit_transform(np.swapaxes(raw, 1, 2))
+        SignalConditioner(sampling_rate=500).fit_transform(np.swapaxes(raw, 1, 2))
