@@ -21,9 +21,11 @@ Protocol (every number is a mean (std) over the seeds; one patient split per see
   of the unsupervised methods are named after the attributes of their
   training ECGs (majority vote, ``map_clusters``). Number of clusters as in
   the paper: DeepCluster one per class, the other unsupervised methods one
-  per attribute combination;
-- Table 2 (retrieval): each prototype of DTC, TP CROCS and CP CROCS (both
-  configurations) retrieves its K nearest test ECGs; P@K for K = 1, 5, 10 by number of matched
+  per attribute combination. Reference rows: the majority predictor, and
+  CP, TP and KM CROCS untrained (one epoch at lr = 1e-12: the initial
+  encoder's random features), which show what training adds;
+- Table 2 (retrieval): each prototype of DTC, TP CROCS and CP CROCS (all
+  three configurations) retrieves its K nearest test ECGs; P@K for K = 1, 5, 10 by number of matched
   attributes, the paper's Eq. 5 as written (a prototype that no test ECG
   matches scores 0), beside random retrieval;
 - Table 3 (ablations, clustering and retrieval): NCE-hard, NCE-soft with
@@ -56,17 +58,33 @@ except DeepCluster and SeLA, which train the paper's 30 epochs of
 DeepCluster. The paper states no epoch count for CROCS: the paper-settings
 rows train the same 40 epochs.
 
+``--quick`` is a smoke test that shows learning: the PTB-XL sample only,
+one seed, one value per sweep, every network trained 2 epochs except CROCS
+with its defaults, 5 (enough to learn the class, and some of sex);
+``benchmarks/results/paper_tables_quick.csv`` holds its committed numbers
+(the ``raw.csv`` of ``OMP_NUM_THREADS=1 python benchmarks/paper_tables.py
+--quick``, one thread as the test suite runs), which
+``tests/test_paper_tables.py`` compares with a fresh fit.
+
 Usage::
 
     python benchmarks/paper_tables.py [--seeds 0 1 2 3 4] [--n-jobs 1] [--output-dir paper_tables]
-    python benchmarks/paper_tables.py --quick   # one seed, 2 epochs: a smoke test
+    python benchmarks/paper_tables.py --quick
     python benchmarks/paper_tables.py --dataset ptbxl --data-home DIR [--cache-dir CACHE]
+    python benchmarks/paper_tables.py --from-raw RAW [--output-dir DIR] [--docs PATH]
 
-Writes ``tables.md`` (Markdown, mean (std), best mean per column in bold),
-one CSV per table (means and standard deviations), ``raw.csv`` (every seed)
-and ``figures/`` under the output folder; ``--docs PATH`` also writes the
-Markdown to PATH (the documentation's "Reproducing the paper" page includes
-``docs/user_guide/paper_tables.txt``).
+A run writes ``raw.csv`` under the output folder: every seed, method and
+score, a ``data`` row per dataset and seed, and a ``run`` row (time,
+machine). Everything else is derived from that file alone (``--from-raw``
+derives it from a given one without running anything): ``tables.md``
+(Markdown, mean (std), best mean per column in bold), one CSV per table
+(means and standard deviations) and, with ``--docs PATH``, the Markdown at
+PATH. ``figures/`` holds the prototype maps. The documentation's
+"Reproducing the paper" page includes ``docs/user_guide/paper_tables.txt``,
+rebuilt from the committed ``benchmarks/results/paper_tables_raw.csv``::
+
+    python benchmarks/paper_tables.py --from-raw benchmarks/results/paper_tables_raw.csv \\
+        --docs docs/user_guide/paper_tables.txt
 """
 
 import argparse
@@ -127,7 +145,14 @@ EMBEDDING_DIMS = (32, 64, 128, 256)
 LABELLED_FRACTION = 0.1
 # DeepCluster and SeLA have no early stopping; the paper trained DeepCluster 30 epochs.
 PSEUDO_LABEL_EPOCHS = 30
+# --quick (see the docstring); on LUDB nothing learns even in 40 epochs.
+QUICK_DATASETS = ["PTB-XL sample"]
 QUICK_EPOCHS = 2
+QUICK_DEFAULTS = {"max_epochs": 5}
+QUICK_SWEEPS = {"beta": (0.2,), "embedding_dim": (32,)}
+# CROCS left untrained (its initial encoder and prototypes): a reference row
+# that shows what training adds to random convolutional features.
+UNTRAINED = {"max_epochs": 1, "lr": 1e-12}
 
 
 def load_ludb_lead_ii(random_state):
@@ -231,6 +256,7 @@ PAPER_DATASETS = {"PTB-XL sample": "ptbxl", "LUDB": "chapman", "PTB-XL": "ptbxl"
 # The two CROCS configurations of Tables 1 and 2.
 DEFAULTS_ROW = "package defaults"
 PAPER_ROW = "paper settings"
+UNTRAINED_ROW = "untrained"
 SWEEP_DATASETS = {"PTB-XL sample"}
 # The paper's ablations at its tau_w = 1 and beta = 0.2, with L_reg summed
 # (Eq. 3) and unordered age groups (the estimator's defaults, tau_w = 0.5,
@@ -355,19 +381,24 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
         return estimator, cost
 
     def crocs(X_fit, y_fit, groups_fit, **params):
-        return fit(CROCSClusterer(**params, **epochs, random_state=seed), X_fit, y_fit, groups_fit)
+        params = {**epochs, **params, "random_state": seed}
+        return fit(CROCSClusterer(**params), X_fit, y_fit, groups_fit)
 
-    # What was trained and scored, shown above the dataset's tables.
+    # What was trained and scored, shown above the dataset's tables; the
+    # attributes in order, for the tables' columns.
     add("data", "data", {"train ECGs": len(X), "train patients": len(np.unique(groups)),
                          "test ECGs": len(X_test), "test patients": len(np.unique(groups_test)),
-                         "combinations": n_combinations})  # fmt: skip
+                         "combinations": n_combinations,
+                         "attributes": ", ".join(y.columns)})  # fmt: skip
 
     # Majority predictor and random retrieval: what any method must beat.
     majority = pd.DataFrame({c: [y[c].astype(str).mode()[0]] * len(y_test) for c in y.columns})
     add("table1", "Majority", clustering_scores(y_test, majority))
 
-    # CROCS with its defaults and with the paper's settings: CP, TP and KM CROCS.
-    configurations = {DEFAULTS_ROW: {}, PAPER_ROW: paper_params(PAPER_DATASETS[dataset])}
+    # CROCS with its defaults and with the paper's settings: CP, TP and KM CROCS;
+    # and untrained, a reference row.
+    configurations = {UNTRAINED_ROW: UNTRAINED, DEFAULTS_ROW: QUICK_DEFAULTS if quick else {},
+                      PAPER_ROW: paper_params(PAPER_DATASETS[dataset])}  # fmt: skip
     fitted_models = {}
     for configuration, params in configurations.items():
         fitted, cost = crocs(X, y, groups, **params)
@@ -421,8 +452,9 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
     if dataset not in SWEEP_DATASETS:
         return rows
     defaults = CROCSClusterer().get_params()
-    sweeps = (("beta", BETAS, "beta"), ("embedding_dim", EMBEDDING_DIMS, "embedding"))
-    for parameter, values, experiment in sweeps:
+    sweeps = QUICK_SWEEPS if quick else {"beta": BETAS, "embedding_dim": EMBEDDING_DIMS}
+    for parameter, values in sweeps.items():
+        experiment = "embedding" if parameter == "embedding_dim" else parameter
         for value in values:
             if value == defaults[parameter]:
                 swept, cost = model, None  # the default fit above
@@ -480,23 +512,25 @@ def prototype_maps(models, X_test, y_test, path):
 
 
 # ---------------------------------------------------------------------- tables
-REFERENCE_ROWS = ("Majority", "Random retrieval")
+REFERENCE_ROWS = ("Majority", "Random retrieval",
+                  *(f"{kind} CROCS ({UNTRAINED_ROW})" for kind in ("CP", "TP", "KM")))  # fmt: skip
 
 
-def summarise(table):
+def summarise(table, attributes):
     """Mean and std over the seeds of each method's scores, methods in first-seen order
     after the reference rows.
 
-    Columns: this table's attribute scores, then retrieval, then fit time.
+    Columns: the scores of ``attributes`` in their order, then retrieval, then fit time.
     """
     used = [c for c in table.columns if table[c].notna().any()]
-    ordered = [c for c in used if c.endswith(("Acc", "AMI"))]
+    ordered = [c for a in attributes for c in (f"{a} Acc", f"{a} AMI") if c in used]
     ordered += [c for c in used if c.startswith("P@")]
     ordered += [c for c in ("fit (s)", "epochs") if c in used]
     grouped = table.groupby("method", sort=False)[ordered]
     mean, std = grouped.mean(), grouped.std(ddof=1)
     # The reference rows first, as what every method must beat.
-    methods = sorted(mean.index, key=lambda method: method not in REFERENCE_ROWS)
+    rank = {method: i for i, method in enumerate(REFERENCE_ROWS)}
+    methods = sorted(mean.index, key=lambda method: rank.get(method, len(rank)))
     return mean.loc[methods], std.loc[methods]
 
 
@@ -529,36 +563,63 @@ def markdown(table):
     return "\n".join(lines)
 
 
-def write_outputs(rows, output_dir, header):
-    """Write raw.csv, one CSV per table, and tables.md from the result rows; return the Markdown."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(output_dir / "raw.csv", index=False)
-    parts = [header]
-    for dataset in dict.fromkeys(row["dataset"] for row in rows):
-        data = [r for r in rows if r["dataset"] == dataset and r["experiment"] == "data"]
-        if data:
-            d = data[0]
-            parts.append(
-                f"{dataset} (first seed): {d['train ECGs']} training ECGs of "
-                f"{d['train patients']} patients, {d['test ECGs']} test ECGs of "
-                f"{d['test patients']} patients, {d['combinations']} attribute combinations."
-            )
+def run_row(quick, seconds, n_jobs):
+    """The raw results' description of the run itself, for the tables' first line."""
+    return {"experiment": "run", "method": "quick" if quick else "results",
+            "time (s)": seconds, "machine": machine_summary(), "processes": n_jobs}  # fmt: skip
+
+
+RUN_KINDS = {"results": "results", "quick": "a `--quick` smoke run, not results"}
+
+
+def tables_from_raw(raw):
+    """The Markdown tables and the per-table summaries of the raw results: a pure function.
+
+    ``raw`` is ``raw.csv`` as read by :func:`pandas.read_csv`: one row per
+    dataset, experiment, method and seed, a ``data`` row per dataset and seed,
+    and a ``run`` row. Returns the Markdown and ``{name: mean and std}``.
+    """
+    run = raw[raw["experiment"] == "run"].iloc[0]
+    seeds = sorted(int(seed) for seed in raw["seed"].dropna().unique())
+    seconds = run["time (s)"]
+    took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    parts = [
+        f"Generated by `benchmarks/paper_tables.py` ({RUN_KINDS[run['method']]}): seeds {seeds}, "
+        f"{took} on {run['machine']}, {int(run['processes'])} "
+        "process(es). Mean (std) over the seeds; the best mean of each column in bold."
+    ]
+    summaries = {}
+    for dataset in raw["dataset"].dropna().unique():
+        rows = raw[raw["dataset"] == dataset]
+        d = rows[rows["experiment"] == "data"].iloc[0]
+        parts.append(
+            f"{dataset} (first seed): {d['train ECGs']:.0f} training ECGs of "
+            f"{d['train patients']:.0f} patients, {d['test ECGs']:.0f} test ECGs of "
+            f"{d['test patients']:.0f} patients, {d['combinations']:.0f} attribute combinations."
+        )
         for experiment, title in TABLES.items():
-            # Built from this table's rows, so that its columns come in its
-            # dataset's attribute order.
-            table = pd.DataFrame(
-                [r for r in rows if r["dataset"] == dataset and r["experiment"] == experiment]
-            )
+            table = rows[rows["experiment"] == experiment]
             if table.empty:
                 continue
-            mean, std = summarise(table)
-            name = f"{experiment}_{slug(dataset)}"
-            pd.concat({"mean": mean, "std": std}, axis=1).to_csv(output_dir / f"{name}.csv")
+            mean, std = summarise(table, d["attributes"].split(", "))
+            summary = pd.concat({"mean": mean, "std": std}, axis=1)
+            summaries[f"{experiment}_{slug(dataset)}"] = summary
             n = table["seed"].nunique()
             parts.append(f"**{title}, {dataset} ({n} seed{'s' if n > 1 else ''})**")
             parts.append(markdown(format_table(mean, std)))
-    text = "\n\n".join(parts) + "\n"
+    return "\n\n".join(parts) + "\n", summaries
+
+
+def write_tables(raw, output_dir, docs=None):
+    """Write tables.md and one CSV per table from the raw results (and the Markdown to
+    ``docs``); return the Markdown."""
+    text, summaries = tables_from_raw(raw)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for name, summary in summaries.items():
+        summary.to_csv(output_dir / f"{name}.csv")
     (output_dir / "tables.md").write_text(text, encoding="utf-8")
+    if docs is not None:
+        docs.write_text(text, encoding="utf-8")
     return text
 
 
@@ -570,8 +631,9 @@ def main(argv=None):
         help="sample: the bundled PTB-XL sample and LUDB; ptbxl, chapman: the paper's "
         "datasets, read from --data-home with the paper's protocol",
     )  # fmt: skip
-    parser.add_argument("--datasets", nargs="+", choices=list(LOADERS), default=list(LOADERS),
-                        help="with --dataset sample: which bundled datasets")  # fmt: skip
+    parser.add_argument("--datasets", nargs="+", choices=list(LOADERS), default=None,
+                        help="with --dataset sample: which bundled datasets (default: both; "
+                        "with --quick, the PTB-XL sample)")  # fmt: skip
     parser.add_argument("--data-home", type=Path, default=None,
                         help="the PTB-XL or Chapman folder, or the data_home of fetch_ptbxl "
                         "or fetch_chapman")  # fmt: skip
@@ -581,12 +643,21 @@ def main(argv=None):
     parser.add_argument("--output-dir", type=Path, default=Path("paper_tables"))
     parser.add_argument("--docs", type=Path, default=None, help="also write the Markdown here")
     parser.add_argument("--n-jobs", type=int, default=1, help="processes (one torch thread each)")
-    parser.add_argument("--quick", action="store_true", help="one seed, 2 epochs: a smoke test")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test of a few minutes that shows learning: the PTB-XL "
+                        "sample, one seed, a few epochs, one value per sweep")  # fmt: skip
+    parser.add_argument("--from-raw", type=Path, default=None, metavar="RAW",
+                        help="run nothing: rebuild the tables from the raw results RAW (a "
+                        "raw.csv) into --output-dir and --docs")  # fmt: skip
     parser.add_argument("--max-ecgs", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.from_raw is not None:
+        print(write_tables(pd.read_csv(args.from_raw), args.output_dir, args.docs))
+        return 0
     seeds = args.seeds[:1] if args.quick else args.seeds
     if args.dataset == "sample":
-        loaders = {name: LOADERS[name] for name in args.datasets}
+        datasets = args.datasets or (QUICK_DATASETS if args.quick else list(LOADERS))
+        loaders = {name: LOADERS[name] for name in datasets}
     else:
         if args.data_home is None:
             parser.error(f"--dataset {args.dataset} needs --data-home")
@@ -619,16 +690,12 @@ def main(argv=None):
     if args.n_jobs > 1:
         torch.set_num_threads(1)  # as in the workers, for the summary line
     elapsed = time.perf_counter() - start
-    run = "a smoke run (--quick: one seed, 2 epochs), not results" if args.quick else "results"
-    header = (
-        f"Generated by `benchmarks/paper_tables.py` ({run}): seeds {seeds}, "
-        f"{elapsed / 60:.0f} min on {machine_summary()}, {args.n_jobs} process(es). "
-        "Mean (std) over the seeds; the best mean of each column in bold."
-    )
-    text = write_outputs(rows, args.output_dir, header)
-    if args.docs is not None:
-        args.docs.write_text(text, encoding="utf-8")
-    print(text)
+    rows.append(run_row(args.quick, elapsed, args.n_jobs))
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    raw = args.output_dir / "raw.csv"
+    pd.DataFrame(rows).to_csv(raw, index=False)
+    # The tables from the file, as --from-raw builds them.
+    print(write_tables(pd.read_csv(raw), args.output_dir, args.docs))
     print(f"Written to {args.output_dir}/; total time {elapsed:.0f} s")
     return 0
 
