@@ -13,6 +13,7 @@ __all__ = ["config_context", "get_config", "set_config"]
 
 _DEFAULTS = {"memory_budget": "auto"}
 _config = contextvars.ContextVar("sklearn_crocs_config", default=_DEFAULTS)
+_UNSET = object()  # a parameter left out: None is a value (no memory check)
 
 
 def _check_memory_budget(value):
@@ -49,14 +50,14 @@ def get_config():
     return dict(_config.get())
 
 
-def set_config(memory_budget=None):
+def set_config(*, memory_budget=_UNSET):
     """Change the package's settings in the current thread (or context).
 
     Read more in the :ref:`User Guide <memory_budget>`.
 
     Parameters
     ----------
-    memory_budget : "auto", int or None, default=None
+    memory_budget : "auto", int or None, default=unchanged
         Bytes of memory a fit of a prototype clusterer
         (:class:`~sklearn_crocs.CROCSClusterer`,
         :class:`~sklearn_crocs.baselines.DTC`) may need. Before allocating
@@ -66,8 +67,10 @@ def set_config(memory_budget=None):
         and logits) and raises a ``ValueError`` naming the parameter or
         attribute responsible when the estimate exceeds the budget.
         ``"auto"`` (the initial value): half of the memory available when
-        ``fit`` starts. ``None`` here leaves the setting as it is; to turn
-        the check off, use ``config_context(memory_budget=None)``.
+        ``fit`` starts. ``None`` turns the check off. Left out, the current
+        value stays. Processes started for parallel work (joblib's default
+        backend, dask workers) have their own setting, ``"auto"`` unless
+        they set it.
         scikit-learn's ``working_memory`` is another setting: it bounds the
         chunks that scikit-learn's own functions (and the retriever's search)
         process at once, not a whole fit.
@@ -86,13 +89,11 @@ def set_config(memory_budget=None):
     >>> sklearn_crocs.set_config(memory_budget="auto")
     """
     config = dict(_config.get())
-    if memory_budget is not None:
+    if memory_budget is not _UNSET:
         _check_memory_budget(memory_budget)
         config["memory_budget"] = memory_budget
     _config.set(config)
 
-
-_UNSET = object()
 
 
 @contextmanager

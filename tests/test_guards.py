@@ -115,8 +115,10 @@ def test_memory_budget_set_config_and_threads():
         )
         thread.start()
         thread.join()
-        sklearn_crocs.set_config()  # None leaves the value as it is
+        sklearn_crocs.set_config()  # left out: the value stays
         assert sklearn_crocs.get_config()["memory_budget"] == 10**3
+        sklearn_crocs.set_config(memory_budget=None)  # None: no check, as in the context
+        assert sklearn_crocs.get_config()["memory_budget"] is None
     finally:
         sklearn_crocs.set_config(memory_budget="auto")
     assert seen["other"] == "auto"
