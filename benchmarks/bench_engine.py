@@ -11,7 +11,7 @@ are medians (min-max) over rounds of the ratio to ``default`` in the round.
 
 - ``plain PyTorch``: the loop one writes by hand: ``ResNet1dEncoder(...,
   fast_path=False)`` (plain 1-D torch modules), the package's ``CROCSLoss``
-  with the estimator's parameters, non-fused ``torch.optim.Adam``,
+  with the estimator's parameters, ``torch.optim.Adam``,
   ``DataLoader(TensorDataset(X, target), 128, shuffle=True)``, the crop and
   jitter written plainly, then one embedding pass over the training frames
   (``fit`` embeds them for ``labels_``); ``transform``: ``torch.no_grad()``
@@ -23,9 +23,7 @@ are medians (min-max) over rounds of the ratio to ``default`` in the round.
   ``tests/test_bench_engine.py`` checks that each switch takes effect):
   ``channels-last off``: ``_fastpath``'s ``torch.channels_last`` reads as
   ``torch.contiguous_format`` (the same 2-D steps in the default layout);
-  ``batch-norm folding off``: ``_conv_bn_nhwc`` always runs the batch norm
-  after the convolution; ``fused Adam off``: ``_fused_adam_supported``
-  returns False; ``batch slicing off``: ``BatchIterator`` is a ``DataLoader``
+  ``batch slicing off``: ``BatchIterator`` is a ``DataLoader``
   over the dataset's samples; ``auto inference batch off``:
   ``_auto_batch_size`` returns the training batch size.
 
@@ -51,8 +49,8 @@ from _utils import load_average, machine_summary, print_table, repeat, run_isola
 
 EPOCHS, REPEATS = 3, 7
 CROP, JITTER = 0.8, 0.1  # the estimator's default augmentation (checked: _check_same_job)
-CASES = ["default", "plain PyTorch", "fast path off", "channels-last off", "batch-norm folding off",
-         "fused Adam off", "batch slicing off", "auto inference batch off"]  # fmt: skip
+CASES = ["default", "plain PyTorch", "fast path off", "channels-last off", "batch slicing off",
+         "auto inference batch off"]  # fmt: skip
 
 
 def _rebind(name, value, set_attr):
@@ -81,11 +79,6 @@ def _switch_off(case, set_attr=setattr):
 
     if case == "channels-last off":
         set_attr(_fastpath, "torch", _DefaultLayoutTorch())
-    elif case == "batch-norm folding off":
-        _rebind("_conv_bn_nhwc", lambda x, conv, bn: _fastpath._batch_norm_nhwc(
-            _fastpath._conv_nhwc(x, conv), bn), set_attr)  # fmt: skip
-    elif case == "fused Adam off":
-        _rebind("_fused_adam_supported", lambda device: False, set_attr)
     elif case == "batch slicing off":
         _rebind("BatchIterator", lambda dataset, batch_size, *, shuffle=False, **_: DataLoader(
             dataset, batch_size, shuffle=shuffle), set_attr)  # fmt: skip

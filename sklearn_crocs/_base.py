@@ -54,7 +54,7 @@ from ._persistence import (
 )
 from ._prototypes import FittedPrototypes
 from ._split import patient_split
-from ._utils import _device_problem, _draw_seed, _fused_adam_supported, _nearest, _silent
+from ._utils import _device_problem, _draw_seed, _nearest, _silent
 from .nn import ArrayDataset, CROCSNet
 from .nn._callbacks import early_stopping_callbacks
 from .nn._data import is_lazy_array
@@ -196,7 +196,6 @@ class NeuralEstimatorMixin(SignalMixin):
         """
         return net_class(
             optimizer=torch.optim.Adam,
-            optimizer__fused=_fused_adam_supported(self._training_device()),
             lr=self.lr,
             max_epochs=self.max_epochs,
             batch_size=self.batch_size,

@@ -136,19 +136,6 @@ def _atomic_path(path):
         raise
 
 
-def _fused_adam_supported(device):
-    """Whether ``torch.optim.Adam(fused=True)`` runs on ``device`` (CPU: torch >= 2.4).
-
-    The fused update gives the same steps with one kernel instead of a few
-    per parameter tensor.
-    """
-    try:
-        torch.optim.Adam([torch.zeros(1, device=device, requires_grad=True)], fused=True)
-    except Exception:  # older torch, or a device that is not available here
-        return False
-    return True
-
-
 def _silent(*args, **kwargs):
     """Sink for the training log when ``verbose=0``."""
 

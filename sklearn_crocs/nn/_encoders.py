@@ -264,9 +264,7 @@ class ResNet1dEncoder(nn.Module):
 
     With ``fast_path=True`` :meth:`forward` runs these 1-D layers as 2-D ones
     on a ``(batch, channels, 1, time)`` view in the channels-last memory
-    layout, which computes the same function faster on CPU, and in
-    evaluation mode without autograd (as in ``transform``) folds each batch
-    norm into the convolution before it (see
+    layout, which computes the same function faster on CPU (see
     ``sklearn_crocs/nn/_fastpath.py``); :meth:`reference_layers` returns the
     plain 1-D modules with the same parameters, which ``fast_path=False``
     runs. If a layer of ``stem`` or ``blocks`` is replaced or edited

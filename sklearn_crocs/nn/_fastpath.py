@@ -12,10 +12,10 @@ same function with less work:
   operations on a ``(batch, channels, 1, time)`` view in the channels-last
   memory layout, where oneDNN's convolutions, their backward passes and
   batch norms are faster on CPU;
-- in evaluation mode without autograd (``transform``, ``predict``), each
-  batch norm folded into its convolution, the maximum taken before the ReLU,
-  and a single-lead first stage run as one stride-1 convolution over the
-  signal's phases.
+- in the CNN's evaluation mode without autograd (``transform``,
+  ``predict``), each batch norm folded into its convolution, the maximum
+  taken before the ReLU, and a single-lead first stage run as one stride-1
+  convolution over the signal's phases.
 
 Each piece stays because removing it made a whole ``fit`` or ``transform``
 at least 10 % slower in fresh-process A/B runs (the Performance page has
@@ -467,11 +467,10 @@ def _batch_norm_nhwc(x, bn):
 def _conv_bn_nhwc(x, conv, bn):
     """``bn(conv(x))`` for ``x`` of shape (N, C, 1, L), channels-last.
 
-    In evaluation mode without autograd the batch norm is folded into the
-    convolution (one pass over the output instead of two).
+    Not folded in evaluation mode, unlike the CNN's: for the ResNet it moved
+    neither ``fit`` nor ``transform`` by 10 % (``benchmarks/RESULTS.md``,
+    2026-11-28).
     """
-    if not bn.training and _has_running_stats(bn) and not torch.is_grad_enabled():
-        return _conv_nhwc(x, conv, *_fold_batch_norm(conv, bn))
     return _batch_norm_nhwc(_conv_nhwc(x, conv), bn)
 
 
@@ -542,9 +541,8 @@ def resnet_forward(encoder, x, block_type):
     """:class:`~sklearn_crocs.nn.ResNet1dEncoder`'s function on ``x``, by the fast path.
 
     The 1-D layers run as 2-D ones on ``(batch, channels, 1, time)`` in the
-    channels-last layout, where oneDNN's convolutions are faster on CPU;
-    without autograd in evaluation mode each batch norm is folded into its
-    convolution. ``block_type`` is the encoder's own residual block class: if
+    channels-last layout, where oneDNN's convolutions are faster on CPU.
+    ``block_type`` is the encoder's own residual block class: if
     a block is of another type, or any layer was replaced or edited (see
     :func:`_standard_resnet`), the modules run as they are.
     """

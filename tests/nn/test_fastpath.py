@@ -411,7 +411,8 @@ def test_resnet_batch_norm_without_running_statistics():
             torch.testing.assert_close(encoder(x), encoder.reference_layers()(x))
 
 
-def test_resnet_inference_folds_batch_norms_into_convolutions(monkeypatch):
+def test_resnet_inference_matches_the_reference_layers():
+    # Running statistics randomised: evaluation mode reads them, not the batch's.
     torch.manual_seed(0)
     encoder = ResNet1dEncoder(3, 500, 16, channels=(8, 16, 32)).double()
     _randomise_batch_norms(encoder)
@@ -420,14 +421,6 @@ def test_resnet_inference_folds_batch_norms_into_convolutions(monkeypatch):
     x = torch.randn(7, 3, 500, dtype=torch.float64)
     with torch.inference_mode():
         torch.testing.assert_close(encoder(x), reference(x), rtol=1e-12, atol=1e-12)
-    calls = []
-    batch_norm = F.batch_norm
-    monkeypatch.setattr(F, "batch_norm", lambda *a, **k: calls.append(1) or batch_norm(*a, **k))
-    with torch.inference_mode():  # the folded path runs no batch norm at all
-        encoder(x)
-    assert calls == []
-    encoder(x)  # autograd on: the batch norms run
-    assert calls
 
 
 @pytest.mark.parametrize("edit", ["block_relu", "stem_relu", "conv_subclass", "other_block"])
