@@ -99,7 +99,8 @@ def test_runner_on_the_papers_datasets(
     assert set(raw["dataset"].dropna()) == {name}  # the run row has none
     data = raw[raw["experiment"] == "data"].iloc[0]
     assert data["combinations"] == combinations
-    # 60:20:20 by patient: the test part is 20 % of the patients, rounded up.
+    # 60:20:20 by patient: the scored part (the validation patients, as the paper
+    # scored) is 20 % of the patients, rounded up, as is the unused test part.
     n_patients = N_PTBXL if dataset == "ptbxl" else N_CHAPMAN
     assert data["test patients"] == -(-n_patients // 5)
     assert data["train patients"] == n_patients - 2 * data["test patients"]
