@@ -8,6 +8,7 @@ import torch
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
+from skorch.callbacks import Callback
 from torch import nn
 
 from ._base import (
@@ -70,41 +71,93 @@ def iic_loss(p, p_perturbed):
     return -(joint * (joint.log() - marginal_row.log() - marginal_col.log())).sum()
 
 
-class IICModule(EncoderModule):
-    """Encoder with a main and an over-clustering softmax head, run on an ECG and a perturbed copy.
+def subhead_losses(p, p_perturbed):
+    """``log(n_clusters) + iic_loss`` of each sub-head of a head.
 
-    ``forward`` returns the four probability matrices ``(main, main of the
-    copy, over-clustering, over-clustering of the copy)``.
+    Parameters
+    ----------
+    p, p_perturbed : torch.Tensor of shape (batch, n_subheads, n_clusters)
+        Cluster probabilities of the ECGs and of their perturbed copies.
+
+    Returns
+    -------
+    losses : torch.Tensor of shape (n_subheads,)
+        Non-negative: the mutual information of a head is at most
+        ``log(n_clusters)``, so the offset keeps the loss above zero (which
+        the relative threshold of the early stopping needs) and changes no
+        gradient.
+    """
+    offset = math.log(p.shape[2])
+    return torch.stack([offset + iic_loss(p[:, s], p_perturbed[:, s]) for s in range(p.shape[1])])
+
+
+class SubHeads(nn.Module):
+    """``n_subheads`` linear softmax heads of ``n_clusters`` clusters each, as one layer.
+
+    Returns probabilities of shape ``(batch, n_subheads, n_clusters)``.
     """
 
-    def __init__(self, encoder, embedding_dim, n_clusters, n_overclusters, perturbation, scale):
+    def __init__(self, embedding_dim, n_clusters, n_subheads):
+        super().__init__()
+        self.linear = nn.Linear(embedding_dim, n_subheads * n_clusters)
+        self.n_clusters = n_clusters
+
+    def forward(self, z):
+        return self.linear(z).unflatten(1, (-1, self.n_clusters)).softmax(dim=-1)
+
+
+class IICModule(EncoderModule):
+    """Encoder with a main and an over-clustering head, run on an ECG and a perturbed copy.
+
+    ``forward`` returns the four probability tensors ``(main, main of the
+    copy, over-clustering, over-clustering of the copy)``, each of shape
+    ``(batch, n_subheads, clusters)``.
+    """
+
+    def __init__(
+        self, encoder, embedding_dim, n_clusters, n_overclusters, n_subheads, perturbation, scale
+    ):
         super().__init__(encoder)
-        self.head = nn.Linear(embedding_dim, n_clusters)
-        self.over_head = nn.Linear(embedding_dim, n_overclusters) if n_overclusters else None
+        self.head = SubHeads(embedding_dim, n_clusters, n_subheads)
+        self.over_head = (
+            SubHeads(embedding_dim, n_overclusters, n_subheads) if n_overclusters else None
+        )
         self.perturbation = perturbation
         self.scale = scale
 
     def forward(self, x):
         both = self.encoder(torch.cat([x, perturb(x, self.perturbation, self.scale)]))
-        outputs = self.head(both).softmax(dim=1).chunk(2)
+        outputs = self.head(both).chunk(2)
         if self.over_head is not None:
-            outputs += self.over_head(both).softmax(dim=1).chunk(2)
+            outputs += self.over_head(both).chunk(2)
         return outputs
 
 
 class IICLoss(nn.Module):
-    """Sum over the heads of ``log(n_clusters) + iic_loss``; targets are ignored.
+    """Mean of :func:`subhead_losses` over the sub-heads of the head being trained; no targets.
 
-    The mutual information of a head is at most ``log(n_clusters)``: the
-    offset makes the loss non-negative, which the relative threshold of the
-    early stopping needs, and changes no gradient.
+    ``head`` (0: main, 1: over-clustering) is set each epoch by
+    :class:`_AlternateHeads`; in evaluation mode (the validation loss) it is
+    always the main head's, so that the loss compares from epoch to epoch.
     """
 
+    head = 0
+
     def forward(self, outputs, target):
-        return sum(
-            math.log(outputs[i].shape[1]) + iic_loss(outputs[i], outputs[i + 1])
-            for i in range(0, len(outputs), 2)
-        )
+        head = self.head if self.training else 0
+        return subhead_losses(outputs[2 * head], outputs[2 * head + 1]).mean()
+
+
+class _AlternateHeads(Callback):
+    """Ji et al.'s alternation: the main head trains on odd epochs (first), the other on even ones.
+
+    Only the chosen head's loss is back-propagated, so the other head gets no
+    gradient (and Adam leaves it as it is) during that epoch.
+    """
+
+    def on_epoch_begin(self, net, **kwargs):
+        has_over = net.module_.over_head is not None
+        net.criterion_.head = (len(net.history) - 1) % 2 if has_over else 0
 
 
 @fill_doc
@@ -116,9 +169,13 @@ class IIC(AttributeMapMixin, NeuralBaseline):
     randomly perturbed copy of it (Ji, Henriques & Vedaldi 2019), which
     rewards confident, balanced clusterings that the perturbation leaves
     alone. As in the CROCS paper, the perturbation is additive Gaussian
-    noise, and an auxiliary over-clustering head with more clusters
-    (``n_overclusters``) is trained alongside (the two losses are added).
-    The cluster of an ECG is the main head's most probable one; with the
+    noise. As in Ji et al., an auxiliary over-clustering head with more
+    clusters (``n_overclusters``) is trained in alternation with the main
+    head, one epoch each (the main head first), and each head has
+    ``n_subheads`` sub-heads whose losses are averaged. After training, the
+    main head's sub-head of lowest loss on the training ECGs is kept
+    (``best_subhead_``). The cluster of an ECG is that sub-head's most
+    probable one; with the
     attributes ``y`` each cluster is named after the combination of its
     training ECGs (:func:`map_clusters`).
 
@@ -131,7 +188,11 @@ class IIC(AttributeMapMixin, NeuralBaseline):
         combinations).
     n_overclusters : int or None, default=None
         Clusters of the over-clustering head; ``None`` means ``5 *
-        n_clusters``; ``0`` drops the head.
+        n_clusters``; ``0`` drops the head (and the alternation: the main
+        head trains every epoch).
+    n_subheads : int, default=5
+        Sub-heads per head (Ji et al.: 5), each a linear softmax layer
+        trained alike from its own initialisation.
     perturbation : {"noise", "scale", "shift"}, default="noise"
         Additive Gaussian noise (``perturbation_scale`` times each lead's
         standard deviation), random amplitude scaling of each lead
@@ -149,6 +210,11 @@ class IIC(AttributeMapMixin, NeuralBaseline):
     ----------
     net_ : skorch.NeuralNet
         The fitted net (encoder and heads).
+    subhead_losses_ : ndarray of shape (n_subheads,)
+        Loss of each sub-head of the main head on the training ECGs (and one
+        perturbed copy of them), after training.
+    best_subhead_ : int
+        The main head's sub-head of lowest loss, which ``predict`` uses.
     labels_ : ndarray of shape (n_samples,)
         Cluster of each training ECG.
     cluster_attributes_ : pandas.DataFrame of shape (n_clusters, n_attributes)
@@ -162,13 +228,10 @@ class IIC(AttributeMapMixin, NeuralBaseline):
 
     Notes
     -----
-    Simplified from Ji et al. (2019), to keep one training loop of the
-    shared epoch budget (neither is described in the CROCS paper's appendix):
-
-    - one sub-head per head, where Ji et al. train five and keep the one
-      of lowest loss;
-    - the losses of the main and over-clustering heads are summed at every
-      step, where Ji et al. train the two heads in alternating epochs.
+    The heads alternate by epoch, as in Ji et al.'s code (one pass over the
+    data for the main head, then one for the over-clustering head), and
+    ``max_epochs`` counts these passes: each head gets half of them. The
+    validation loss is the main head's, whatever head the epoch trained.
 
     References
     ----------
@@ -195,6 +258,7 @@ class IIC(AttributeMapMixin, NeuralBaseline):
     _parameter_constraints: dict = {
         **N_CLUSTERS_CONSTRAINT,
         "n_overclusters": [Interval(Integral, 0, None, closed="left"), None],
+        "n_subheads": [Interval(Integral, 1, None, closed="left")],
         "perturbation": [StrOptions({"noise", "scale", "shift"})],
         "perturbation_scale": [Interval(Real, 0, None, closed="left")],
         **MAPPING_CONSTRAINT,
@@ -206,6 +270,7 @@ class IIC(AttributeMapMixin, NeuralBaseline):
         *,
         n_clusters=8,
         n_overclusters=None,
+        n_subheads=5,
         perturbation="noise",
         perturbation_scale=0.1,
         mapping="majority",
@@ -223,6 +288,7 @@ class IIC(AttributeMapMixin, NeuralBaseline):
     ):
         self.n_clusters = n_clusters
         self.n_overclusters = n_overclusters
+        self.n_subheads = n_subheads
         self.perturbation = perturbation
         self.perturbation_scale = perturbation_scale
         self.mapping = mapping
@@ -245,10 +311,11 @@ class IIC(AttributeMapMixin, NeuralBaseline):
             self.embedding_dim,
             self.n_clusters,
             over,
+            self.n_subheads,
             self.perturbation,
             self.perturbation_scale,
         )
-        return module, IICLoss(), []
+        return module, IICLoss(), [("alternate_heads", _AlternateHeads())]
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, groups=None):
@@ -270,19 +337,36 @@ default=None
             The fitted estimator.
         """
         X = self._validate_signals(X, reset=True)
-        self._train(X, np.zeros(len(X), dtype=np.int64), groups)
+        seed = self._train(X, np.zeros(len(X), dtype=np.int64), groups)
+        self.subhead_losses_ = self._subhead_losses(X, seed)
+        self.best_subhead_ = int(self.subhead_losses_.argmin())
         self.labels_ = self._proba(X).argmax(axis=1)
         self._fit_map(self.labels_, y)
         return self
 
+    def _subhead_losses(self, X, seed):
+        """Loss of each main sub-head on validated signals X and one seeded perturbed copy."""
+        net, device = self.net_, torch.device(self.device)
+        net.module_.train(False)
+        parts = []
+        with (
+            torch.random.fork_rng(devices=[device] if device.type == "cuda" else []),
+            torch.inference_mode(),
+        ):
+            torch.manual_seed(seed)
+            for part in torch.as_tensor(X).split(net.inference_batch_size()):
+                parts.append([p.float().cpu() for p in net.module_(part.to(device))[:2]])
+        p, p_perturbed = (torch.cat(views) for views in zip(*parts))
+        return subhead_losses(p, p_perturbed).numpy()
+
     def _proba(self, X):
         head = self.net_.module_.head
         with torch.inference_mode():
-            embeddings = torch.from_numpy(self._encode(X)).to(head.weight)
-            return head(embeddings).softmax(dim=1).float().cpu().numpy()
+            embeddings = torch.from_numpy(self._encode(X)).to(head.linear.weight)
+            return head(embeddings)[:, self.best_subhead_].float().cpu().numpy()
 
     def predict_proba(self, X):
-        """Main head's cluster probabilities of each ECG.
+        """Cluster probabilities of each ECG, from the main head's best sub-head.
 
         Parameters
         ----------

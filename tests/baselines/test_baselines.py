@@ -1,10 +1,14 @@
 """Each baseline separates an easy two-cluster problem; the shared API around them."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from sklearn.frozen import FrozenEstimator
 from sklearn.metrics import adjusted_rand_score
+from torch import nn
 
 from sklearn_crocs import CROCSClusterer, InvalidModelFileError, PrototypeRetriever
 from sklearn_crocs.baselines import (
@@ -16,7 +20,10 @@ from sklearn_crocs.baselines import (
     KMeansEP,
     KMeansRaw,
     SeLA,
+    _sela,
 )
+from sklearn_crocs.baselines._iic import iic_loss
+from sklearn_crocs.baselines._sela import sinkhorn_knopp
 
 # Pinned, so that these runs do not follow changes of CROCSClusterer's defaults.
 TRAINING = {"encoder": "cnn", "encoder_params": None, "embedding_dim": 32, "batch_size": 32,
@@ -224,3 +231,100 @@ def test_retriever_with_dtc_refuses_model_files(easy, tmp_path):
     retriever = PrototypeRetriever(FrozenEstimator(model)).fit(X)
     with pytest.raises(TypeError, match="cannot store a DTC"):
         retriever.save(tmp_path / "retriever.safetensors")
+
+
+@pytest.mark.parametrize("pca_components", [256, 4])
+def test_deepcluster_clusters_pca_whitened_unit_norm_features(easy, pca_components):
+    (X, y), (X_new, _) = easy
+    model = DeepCluster(n_clusters=2, **{**TRAINING, "max_epochs": 2}, whiten=True,
+                        pca_components=pca_components).fit(X, y)  # fmt: skip
+    # PCA to pca_components dimensions (at most the embedding's 32), whitened:
+    # the training embeddings' components have unit variance and no covariance
+    # (checked on those of non-negligible variance: the ReLU embeddings have
+    # dead units, and float32 rounding swamps the whitening of the tiniest).
+    components = model.pca_.transform(model.transform(X))
+    assert components.shape == (len(X), min(pca_components, 32))
+    kept = components[:, model.pca_.explained_variance_ratio_ > 1e-4]
+    assert kept.shape[1] >= 4
+    np.testing.assert_allclose(np.cov(kept, rowvar=False), np.eye(kept.shape[1]), atol=1e-3)
+    # k-means clusters those components L2-normalised, in fit and in predict.
+    features = components / np.linalg.norm(components, axis=1, keepdims=True)
+    assert model.kmeans_.cluster_centers_.shape[1] == components.shape[1]
+    np.testing.assert_array_equal(model.labels_, model.kmeans_.predict(features))
+    embedded = model.pca_.transform(model.transform(X_new))
+    expected = model.kmeans_.predict(embedded / np.linalg.norm(embedded, axis=1, keepdims=True))
+    np.testing.assert_array_equal(model.predict(X_new), expected)
+
+
+def test_iic_trains_its_heads_in_alternate_epochs(easy):
+    # The main head trains in epochs 1, 3, ..., the over-clustering head in
+    # 2, 4, ...: a head left out of an epoch ends it with the weights it began
+    # with (the same seed makes the first epochs of the three fits identical).
+    (X, y), _ = easy
+    heads = {}
+    for epochs in (1, 2, 3):
+        model = IIC(n_clusters=2, **{**TRAINING, "max_epochs": epochs},
+                    validation_fraction=None).fit(X)  # fmt: skip
+        module = model.net_.module_
+        heads[epochs] = [h.linear.weight.detach().clone() for h in (module.head, module.over_head)]
+    main, over = 0, 1
+    assert torch.equal(heads[2][main], heads[1][main])  # epoch 2 trained the over-clustering head
+    assert not torch.equal(heads[2][over], heads[1][over])
+    assert not torch.equal(heads[3][main], heads[2][main])  # epoch 3 the main head
+    assert torch.equal(heads[3][over], heads[2][over])
+
+
+def test_iic_predicts_with_the_main_sub_head_of_lowest_training_loss(easy):
+    # An unperturbed copy (scale by 1 + 0 N(0, 1)), so that the sub-heads'
+    # losses can be recomputed here exactly from their probabilities.
+    (X, _), (X_new, _) = easy
+    model = IIC(n_clusters=2, n_subheads=5, perturbation="scale", perturbation_scale=0.0,
+                **{**TRAINING, "max_epochs": 5}, validation_fraction=None).fit(X)  # fmt: skip
+    head = model.net_.module_.head
+    with torch.inference_mode():
+        probs = head(torch.from_numpy(model.transform(X)))  # (n_samples, 5, 2)
+    losses = [math.log(2) + iic_loss(probs[:, s], probs[:, s]).item() for s in range(5)]
+    np.testing.assert_allclose(model.subhead_losses_, losses, rtol=1e-4)
+    assert np.ptp(losses) > 1e-3  # distinct sub-heads: the choice matters
+    assert model.best_subhead_ == np.argmin(losses)
+    # predict uses the selected sub-head, whichever it is.
+    with torch.inference_mode():
+        new_probs = head(torch.from_numpy(model.transform(X_new))).numpy()
+    for subhead in range(5):
+        model.best_subhead_ = subhead
+        np.testing.assert_allclose(model.predict_proba(X_new), new_probs[:, subhead], rtol=1e-5)
+
+
+def test_sela_labels_each_head_on_its_own_at_the_scheduled_epochs(easy, monkeypatch):
+    (X, _), _ = easy
+    calls = []
+
+    def recording_sinkhorn_knopp(log_probs, lam, **kwargs):
+        calls.append(log_probs)
+        return sinkhorn_knopp(log_probs, lam, **kwargs)
+
+    monkeypatch.setattr(_sela, "sinkhorn_knopp", recording_sinkhorn_knopp)
+    model = SeLA(n_clusters=2, n_heads=3, n_labelings=3, **{**TRAINING, "max_epochs": 7}).fit(X)
+    labelled = [row.get("labelled", False) for row in model.net_.history]
+    assert np.flatnonzero(labelled).tolist() == [0, 2, 4]  # 3 times, evenly from the first epoch
+    # Each labelling runs Sinkhorn-Knopp once per head, on that head's own posteriors.
+    assert len(calls) == 3 * 3
+    for labelling in range(3):
+        first, second, third = calls[3 * labelling : 3 * labelling + 3]
+        assert first.shape == (len(X), 2)
+        assert not torch.allclose(first, second) and not torch.allclose(second, third)
+
+
+def test_sela_loss_is_the_mean_over_heads_of_each_heads_cross_entropy():
+    torch.manual_seed(0)
+    module = _sela.MultiHead(nn.Flatten(), 6, n_clusters=4, n_heads=3)
+    x, targets = torch.randn(5, 1, 6), torch.randint(0, 4, (5, 3))
+    logits = module(x)
+    assert logits.shape == (5, 4, 3)
+    # Head h: its own slice of the layer's outputs, scored against its own labels.
+    per_head = [
+        nn.functional.cross_entropy(module.head(x.flatten(1))[:, 4 * h : 4 * h + 4], targets[:, h])
+        for h in range(3)
+    ]
+    loss = nn.CrossEntropyLoss()(logits, targets)
+    assert loss.item() == pytest.approx(torch.stack(per_head).mean().item(), rel=1e-6)

@@ -257,9 +257,14 @@ def test_map_clusters_rejects_bad_labels(labels, message):
         map_clusters(labels, ["a", "b", "a"])
 
 
-def test_iic_training_loss_is_offset_to_be_non_negative():
-    one_hot = torch.eye(3)[[0, 1, 2] * 4]
-    over = torch.eye(6)[list(range(6)) * 2]
-    loss = IICLoss()((one_hot, one_hot, over, over), None)
-    assert loss.item() == pytest.approx(0.0, abs=1e-4)
-    assert loss.item() >= 0
+def test_iic_training_loss_is_the_trained_heads_sub_head_mean_offset_to_be_non_negative():
+    # Two sub-heads per head: the main head's agree perfectly (loss 0), the
+    # over-clustering head's are uniform (no information: loss log 6).
+    main = torch.eye(3)[[0, 1, 2] * 4][:, None].expand(-1, 2, -1)
+    over = torch.full((12, 2, 6), 1 / 6)
+    criterion = IICLoss()
+    assert criterion((main, main, over, over), None).item() == pytest.approx(0.0, abs=1e-4)
+    criterion.head = 1
+    assert criterion((main, main, over, over), None).item() == pytest.approx(math.log(6))
+    # The validation loss is the main head's, whichever head trains.
+    assert criterion.eval()((main, main, over, over), None).item() == pytest.approx(0, abs=1e-4)
