@@ -117,8 +117,7 @@ class _PseudoLabels(Callback):
 
     def on_epoch_begin(self, net, dataset_train=None, **kwargs):
         seed = self.seed + len(net.history)
-        embeddings = self.estimator._encode(dataset_train.X, net)
-        features = self.estimator._features(embeddings, self.estimator._fit_pca(embeddings, seed))
+        features, _ = self.estimator._fit_features(dataset_train.X, net, seed)
         labels = self.estimator._pseudo_labels(features, seed=seed)
         dataset_train.y = torch.as_tensor(labels, dtype=torch.long)
         net.criterion_.counts = torch.as_tensor(
@@ -283,17 +282,26 @@ class DeepCluster(AttributeMapMixin, NeuralBaseline):
         callbacks = [("pseudo_labels", _PseudoLabels(self, seed))]
         return module, BalancedCrossEntropy(self.n_clusters), callbacks
 
-    def _fit_pca(self, embeddings, seed):
-        """PCA (whitened if ``whiten``) fitted to the embeddings; None without PCA."""
+    def _fit_features(self, X, net, seed):
+        """What k-means clusters, for validated signals X, and the PCA fitted to get it.
+
+        The embeddings, through a PCA (whitened if ``whiten``) fitted to them
+        unless ``pca_components`` is None (the PCA is then None), L2-normalised.
+        """
+        embeddings = self._encode(X, net)
         if self.pca_components is None:
-            return None
+            return normalize(embeddings), None
         # n - 1 components at most: the centred embeddings have no variance along an n-th.
         n_components = max(1, min(self.pca_components, embeddings.shape[1], len(embeddings) - 1))
-        return PCA(n_components, whiten=self.whiten, random_state=seed).fit(embeddings)
+        pca = PCA(n_components, whiten=self.whiten, random_state=seed).fit(embeddings)
+        # transform, not fit_transform: it maps what the embeddings do not vary
+        # along (dead units) to 0 when whitening, as predict does.
+        return normalize(pca.transform(embeddings)), pca
 
-    def _features(self, embeddings, pca):
-        """What k-means clusters: the embeddings, through ``pca`` if any, L2-normalised."""
-        return normalize(embeddings if pca is None else pca.transform(embeddings))
+    def _features(self, X):
+        """What the final k-means clusters, for validated signals X, with the PCA of ``fit``."""
+        embeddings = self._encode(X)
+        return normalize(embeddings if self.pca_ is None else self.pca_.transform(embeddings))
 
     def _pseudo_labels(self, features, *, seed):
         kmeans = KMeans(self.n_clusters, n_init=1, random_state=seed).fit(features)
@@ -322,10 +330,9 @@ default=None
         if self.n_clusters > len(X):
             raise ValueError(f"n_clusters={self.n_clusters} is more than the {len(X)} ECGs.")
         seed = self._train(X, np.zeros(len(X), dtype=np.int64))
-        embeddings = self._encode(X)
-        self.pca_ = self._fit_pca(embeddings, seed)
+        features, self.pca_ = self._fit_features(X, None, seed)
         self.kmeans_ = KMeans(self.n_clusters, n_init=self.n_init, random_state=seed)
-        self.labels_ = self.kmeans_.fit_predict(self._features(embeddings, self.pca_))
+        self.labels_ = self.kmeans_.fit_predict(features)
         self._fit_map(self.labels_, y)
         return self
 
@@ -343,5 +350,4 @@ default=None
             Cluster indices.
         """
         check_is_fitted(self)
-        embeddings = self._encode(self._validate_signals(X, reset=False))
-        return self.kmeans_.predict(self._features(embeddings, self.pca_))
+        return self.kmeans_.predict(self._features(self._validate_signals(X, reset=False)))
