@@ -251,6 +251,8 @@ def test_deepcluster_clusters_pca_whitened_unit_norm_features(easy, pca_componen
     features = components / np.linalg.norm(components, axis=1, keepdims=True)
     assert model.kmeans_.cluster_centers_.shape[1] == components.shape[1]
     np.testing.assert_array_equal(model.labels_, model.kmeans_.predict(features))
+    means = [features[model.labels_ == c].mean(axis=0) for c in (0, 1)]
+    np.testing.assert_allclose(model.kmeans_.cluster_centers_, means, atol=1e-3)
     embedded = model.pca_.transform(model.transform(X_new))
     expected = model.kmeans_.predict(embedded / np.linalg.norm(embedded, axis=1, keepdims=True))
     np.testing.assert_array_equal(model.predict(X_new), expected)
