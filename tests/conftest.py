@@ -178,17 +178,22 @@ def pytest_sessionfinish(session):
     Path(path).write_text(header + "\n".join(lines) + "\n", encoding="utf-8")
 
 
-# benchmarks/paper_tables.py, imported as a module by the tests that run it.
-PAPER_TABLES = Path(__file__).resolve().parents[1] / "benchmarks" / "paper_tables.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_benchmark(name):
+    """Yield the script ``benchmarks/<name>.py`` imported as a module (a fixture's body)."""
+    path = BENCHMARKS / f"{name}.py"
+    if not path.is_file():
+        pytest.skip("benchmarks/ is not available (installed package)")
+    sys.path.insert(0, str(BENCHMARKS))  # for the scripts' own `from _utils import ...`
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.path.remove(str(BENCHMARKS))
 
 
 @pytest.fixture(scope="module")
 def paper_tables():
-    if not PAPER_TABLES.is_file():
-        pytest.skip("benchmarks/ is not available (installed package)")
-    sys.path.insert(0, str(PAPER_TABLES.parent))
-    spec = importlib.util.spec_from_file_location("paper_tables", PAPER_TABLES)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(PAPER_TABLES.parent))
+    yield from load_benchmark("paper_tables")

@@ -1,30 +1,19 @@
 """benchmarks/bench_engine.py: its plain loop is the default job, and each switch takes effect."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from conftest import load_benchmark
 from torch.utils.data import DataLoader
 
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.nn import ArrayDataset, ResNet1dEncoder
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_engine.py"
 SMALL = {"channels": (8, 16)}  # a fast encoder with the default's layers
 
 
 @pytest.fixture(scope="module")
 def bench():
-    if not BENCH.is_file():
-        pytest.skip("benchmarks/ is not available (installed package)")
-    sys.path.insert(0, str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("bench_engine", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(BENCH.parent))
+    yield from load_benchmark("bench_engine")
 
 
 @pytest.fixture(scope="module")

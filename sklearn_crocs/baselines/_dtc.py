@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._base import BasePrototypeClusterer
 from .._clusterer import CROCSClusterer
 from ..nn import CROCSLoss
-from ._base import CROCS_DEFAULTS
+from ._base import CROCS_DEFAULTS, TRAINING_CONSTRAINTS
 
 __all__ = ["DTC"]
 
@@ -207,26 +207,10 @@ class DTC(BasePrototypeClusterer):
     """
 
     _parameter_constraints: dict = {
+        **TRAINING_CONSTRAINTS,
         **{
-            k: v
-            for k, v in CROCSClusterer._parameter_constraints.items()
-            if k
-            in (
-                "encoder",
-                "encoder_params",
-                "embedding_dim",
-                "tau_w",
-                "prototypes",
-                "class_attribute",
-                "max_epochs",
-                "batch_size",
-                "lr",
-                "validation_fraction",
-                "n_iter_no_change",
-                "device",
-                "random_state",
-                "verbose",
-            )
+            name: CROCSClusterer._parameter_constraints[name]
+            for name in ("tau_w", "prototypes", "class_attribute")
         },
         "alpha": [Interval(Real, 0, None, closed="neither")],
     }
