@@ -79,6 +79,11 @@ _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 class SignalMixin:
     """Validation of ECG signals: ``(n, T)`` or ``(n, leads, T)`` to float32 ``(n, leads, T)``."""
 
+    def _longer_signals(self):
+        """What inference does with ECGs longer than the training frames ("error" or
+        "average"); None: the estimator has no such option."""
+        return None
+
     def _validate_signals(self, X, *, reset, ensure_all_finite=True):
         """Return X as a C-contiguous float32 array of shape (n, n_leads, n_timepoints)."""
         if not hasattr(X, "ndim"):
@@ -107,6 +112,12 @@ class SignalMixin:
                         "sklearn_crocs.preprocessing.resample_signals), or refit with "
                         "sampling_rate=<Hz>."
                         if unknown_rate and shape[0] == self.input_shape_[0]
+                        else ""
+                    )
+                    + (
+                        " To embed a longer recording as the mean of its frames, set "
+                        'longer_signals="average".'
+                        if shape[1] > self.input_shape_[1] and self._longer_signals() == "error"
                         else ""
                     )
                 )
@@ -345,7 +356,9 @@ class BasePrototypeClusterer(
         if len(shape) >= 2 and not fitting:
             n, trained = shape[-1], self.input_shape_[1]
             # resample_signals gives ceil(n * model_rate / rate) samples.
-            if math.ceil(n * model_rate / rate - 1e-9) != trained:
+            at_model_rate = math.ceil(n * model_rate / rate - 1e-9)
+            longer = at_model_rate > trained and self._longer_signals() == "average"
+            if at_model_rate != trained and not longer:
                 seconds = trained / model_rate
                 other = n * model_rate / trained
                 raise ValueError(
@@ -355,6 +368,12 @@ class BasePrototypeClusterer(
                     f"frames ({round(seconds * rate)} samples at {rate:g} Hz, "
                     "sklearn_crocs.preprocessing.make_frames), or, if X is sampled at "
                     f"{other:g} Hz, pass sampling_rate={other:g}."
+                    + (
+                        " To embed a longer recording as the mean of its frames, set "
+                        'longer_signals="average".'
+                        if at_model_rate > trained and self._longer_signals() == "error"
+                        else ""
+                    )
                 )
         conditioning = self._rate_params()[2]
         if rate == model_rate and conditioning is None:
@@ -735,13 +754,17 @@ class BasePrototypeClusterer(
             if prepared:
                 part = np.ascontiguousarray(part, dtype=np.float32)
                 return self._embed(part.reshape(len(part), *self.input_shape_), check_finite=check)
-            part = self._validate_signals(
-                self._to_model_rate(part, rate), reset=False, ensure_all_finite=False
-            )
+            part, n_frames = self._frames_covering(self._to_model_rate(part, rate))
+            part = self._validate_signals(part, reset=False, ensure_all_finite=False)
             if first[0]:  # one look at the units per call
                 first[0] = False
                 self._check_scale(part)
-            return self._embed(part, check_finite=check)
+            out = self._embed(part, check_finite=check)
+            if n_frames == 1:
+                return out
+            # One ECG: the normalised mean of its frames' embeddings.
+            mean = out.reshape(-1, n_frames, out.shape[1]).mean(axis=1)
+            return mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
 
         arraylike = isinstance(X, np.ndarray) or is_lazy_array(X)
         if not (arraylike and len(X.shape) in (2, 3) and X.shape[0] > 0):
@@ -758,6 +781,23 @@ class BasePrototypeClusterer(
                 stop = min(start + rows, n)
                 yield start, embed(X[start:stop])
                 bar.update(stop - start)
+
+    def _frames_covering(self, X):
+        """``(frames, n_frames)``: with ``longer_signals="average"``, ECGs longer than
+        the training frames cut into ``n_frames`` frames of the training length each,
+        evenly spaced from start to end (overlapping unless the length is a multiple);
+        otherwise ``(X, 1)``, left to the shape checks."""
+        if self._longer_signals() != "average":
+            return X, 1
+        X = X if hasattr(X, "shape") else np.asarray(X)
+        length = self.input_shape_[1]
+        if len(X.shape) not in (2, 3) or X.shape[-1] <= length:
+            return X, 1
+        n_frames = math.ceil(X.shape[-1] / length)
+        starts = np.linspace(0, X.shape[-1] - length, n_frames).round().astype(int)
+        X = np.asarray(X)
+        frames = np.stack([X[..., s : s + length] for s in starts], axis=1)
+        return frames.reshape(-1, *X.shape[1:-1], length), n_frames
 
     def _embed_input(self, X, sampling_rate=None, *, prepared=False):
         """Embeddings of unseen ECGs, computed chunk by chunk (see :meth:`_embedding_chunks`)."""

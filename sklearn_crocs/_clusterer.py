@@ -147,6 +147,17 @@ class CROCSClusterer(BasePrototypeClusterer):
         ``None``: signals are used as they are. For raw recordings
         (mV, baseline wander, mains), condition whole records before cutting
         them into frames instead where you can (see :ref:`raw_recordings`).
+    longer_signals : {"error", "average"}, default="error"
+        What ``transform``, ``predict``, ``score`` and retrieval do with ECGs
+        longer than the training frames (at the model's rate): ``"error"``
+        refuses them, as the paper's frame-level protocol expects frames of
+        one duration; ``"average"`` embeds each as the normalised mean of the
+        embeddings of ``ceil(length / frame length)`` frames of the training
+        length, evenly spaced from its start to its end (the two 5-s halves
+        of a 10-s record for a model fitted on 5-s frames): record-level
+        embeddings and predictions. Shorter ECGs are refused either way. It
+        acts at inference only, so it can be set on a fitted model. See
+        :ref:`record_level` for what it changes in accuracy.
     max_epochs : int, default=40
         Number of passes over the training data (the most, with early
         stopping).
@@ -364,6 +375,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         "sampling_rate": [Interval(Real, 0, None, closed="neither"), None],
         "working_rate": [Interval(Real, 0, None, closed="neither"), None],
         "conditioning": [SignalConditioner, None],
+        "longer_signals": [StrOptions({"error", "average"})],
     }
 
     def __init__(
@@ -387,6 +399,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         sampling_rate=None,
         working_rate=100.0,
         conditioning=None,
+        longer_signals="error",
         max_epochs=40,
         batch_size=128,
         lr=1e-3,
@@ -417,6 +430,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         self.sampling_rate = sampling_rate
         self.working_rate = working_rate
         self.conditioning = conditioning
+        self.longer_signals = longer_signals
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr
@@ -437,6 +451,9 @@ class CROCSClusterer(BasePrototypeClusterer):
 
     def _attribute_params(self):
         return self.missing, self.continuous
+
+    def _longer_signals(self):
+        return self.longer_signals
 
     def _augmentation(self, encoder):
         augment = self.augment

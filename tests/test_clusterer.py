@@ -1211,8 +1211,51 @@ def test_frames_of_another_duration_are_refused_naming_both_rates(at_500hz):
         r"\(500 samples at 100 Hz\).*2500 samples at 500 Hz.*sampling_rate=100",
     ):
         model.predict(X[..., :500])  # 1 s at 500 Hz, as the issue found predicted silently
-    with pytest.raises(ValueError, match=r"5000 samples per lead, 10 s at 500 Hz"):
+    with pytest.raises(
+        ValueError, match=r"5000 samples per lead, 10 s at 500 Hz.*longer_signals=\"average\""
+    ):
         model.transform(np.concatenate([X, X], axis=-1))
+
+
+def test_longer_recordings_are_embedded_as_the_mean_of_their_frames(at_500hz):
+    import copy
+
+    from sklearn_crocs import PrototypeRetriever
+    from sklearn_crocs.preprocessing import resample_signals
+
+    model, X, _ = at_500hz
+    model = copy.deepcopy(model).set_params(longer_signals="average")
+    frames = model.transform(X)
+
+    def unit_mean(*parts):
+        mean = sum(parts) / len(parts)
+        return mean / np.linalg.norm(mean, axis=1, keepdims=True)
+
+    def assert_close(a, b):  # up to the resampling of a record vs of its frames
+        assert (a * b).sum(axis=1).min() > 0.9999
+
+    # 10-s records: their two 5-s frames, averaged.
+    records = np.concatenate([X[0::2], X[1::2]], axis=-1)
+    expected = unit_mean(frames[0::2], frames[1::2])
+    assert_close(model.transform(records), expected)
+    prototypes, attributes = model.get_prototypes()
+    nearest = np.argmax(model.transform(records) @ prototypes.T, axis=1)
+    np.testing.assert_array_equal(model.predict(records), attributes[nearest].ravel())
+    # At another declared rate, and for a length that is not a multiple of the frames'
+    # (7.5 s: the first and the last 5 s, overlapping).
+    at_250 = resample_signals(records, 500, 250)
+    cosine = (model.transform(at_250, sampling_rate=250) * expected).sum(axis=1)
+    assert cosine.min() > 0.95
+    longer = records[..., :3750]
+    assert_close(
+        model.transform(longer), unit_mean(frames[0::2], model.transform(longer[..., -2500:]))
+    )
+    retriever = PrototypeRetriever(model).fit(records)
+    assert retriever.kneighbors(records[:2], n_neighbors=3, return_distance=False).shape == (2, 3)
+    # Frames of the training length are unchanged; shorter ones are still refused.
+    np.testing.assert_array_equal(model.transform(X), frames)
+    with pytest.raises(ValueError, match=r"1 s at 500 Hz"):
+        model.transform(X[..., :500])
 
 
 @pytest.mark.bad_input(
