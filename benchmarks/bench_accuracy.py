@@ -29,11 +29,25 @@ Protocol (one row per method, mean (std) over the seeds):
 - ceiling: the defaults' encoder, augmentation and optimiser trained with one
   cross-entropy head per attribute on the labels themselves: how much of each
   attribute this encoder can read from these few patients at all;
+- levers past the frame-level defaults (issue 39), each on the same fit(s):
+  "whole records" embeds each test record (its two frames) with
+  ``longer_signals="average"`` and scores records (clustering per record,
+  retrieval of records); "ensemble of M seeds" averages the cosine
+  similarities of M default fits (seeds ``seed``, ``seed + 1000``, ...), its
+  fit time the sum of theirs, and the two combine; the ceiling is also scored
+  on whole records (its features of the two frames averaged);
 - fit time of each model (seconds, this machine).
+
+``--validation`` is how the levers are judged, without the test patients: it
+scores two folds (of 4, by patient) of each seed's *training* patients,
+trained on the rest, and prints each lever's paired difference from the
+defaults on the same fold (mean and std over folds), with 5 evenly spaced
+80 % crops of each frame averaged (test-time augmentation) as one more lever.
 
 Usage::
 
     python benchmarks/bench_accuracy.py [--seeds 0 1 2 3 4] [--output accuracy.csv]
+    python benchmarks/bench_accuracy.py --validation   # paired differences of the levers
     python benchmarks/bench_accuracy.py --quick   # one seed, 2 epochs: a smoke test
 """
 
@@ -48,6 +62,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from sklearn.frozen import FrozenEstimator
+from sklearn.model_selection import GroupKFold
 from torch import nn
 
 from sklearn_crocs import CROCSClusterer, PrototypeRetriever
@@ -136,9 +151,13 @@ def supervised_ceiling(X, codes, dims, *, seed, epochs=40, batch_size=128, lr=1e
     seconds = time.perf_counter() - start
     encoder.eval()
 
-    def predict(X_new):
+    def predict(X_new, records=False):
+        """Codes of each frame of X_new; ``records``: of each pair of consecutive frames
+        (a record), from the mean of their features."""
         with torch.no_grad():
             features = encoder(torch.as_tensor(X_new))
+            if records:
+                features = features.view(-1, 2, features.shape[1]).mean(1)
             return np.column_stack([head(features).argmax(1).numpy() for head in heads])
 
     return predict, seconds
@@ -167,16 +186,118 @@ def nearest_rows(queries, embeddings, k):
     return np.argsort(-similarity, axis=1, kind="stable")[:, :k]
 
 
-# ----------------------------------------------------------------------- runs
-def run_seed(seed, crocs_params, quick):
-    data = load_ptbxl_sample_frames(random_state=seed)
-    X_train, y_train, groups = data.X_train, data.y_train, data.groups_train
-    X_test, y_test = data.X_test, data.y_test
+def records_of(X):
+    """The sample's records from their frames (``make_frames`` puts a record's two 5-s
+    frames in consecutive rows): shape (n / 2, leads, 2 * frame length)."""
+    return np.concatenate([X[0::2], X[1::2]], axis=-1)
+
+
+def ensemble(models, X):
+    """Embeddings of X and learned prototypes of an ensemble, with the attributes.
+
+    Each model's unit embeddings and prototypes are concatenated and divided
+    by sqrt(M): still unit vectors, whose cosine is the mean of the models'.
+    """
+    attributes = models[0].get_prototypes("learned")[1]
+    for model in models[1:]:  # same y, so the same combinations in the same order
+        assert (model.get_prototypes("learned")[1] == attributes).all()
+    scale = math.sqrt(len(models))
+    embeddings = np.concatenate([m.transform(X) for m in models], axis=1) / scale
+    prototypes = np.concatenate([m.get_prototypes("learned")[0] for m in models], axis=1)
+    return embeddings, prototypes / scale, attributes
+
+
+def crops(model, X, n_crops=5, fraction=0.8):
+    """Test-time augmentation: the unit mean embedding of ``n_crops`` evenly spaced
+    windows of ``fraction`` of each frame (the training crops' length)."""
+    length = X.shape[-1]
+    window = round(fraction * length)
+    encoder = model.net_.module_.eval()
+    total = 0
+    with torch.no_grad():
+        for start in np.linspace(0, length - window, n_crops).round().astype(int):
+            part = torch.as_tensor(np.ascontiguousarray(X[..., start : start + window]))
+            total = total + F.normalize(encoder(part), dim=1).numpy()
+    return total / np.linalg.norm(total, axis=1, keepdims=True)
+
+
+def prototype_row(embeddings, prototypes, attributes, y_true):
+    """Clustering (nearest prototype) and retrieval (nearest embeddings) of unit vectors."""
+    names = list(y_true.columns)
+    predicted = pd.DataFrame(attributes[np.argmax(embeddings @ prototypes.T, axis=1)],
+                             columns=names)  # fmt: skip
+    return {
+        **clustering_row(y_true, predicted),
+        **retrieval_row(y_true, pd.DataFrame(attributes, columns=names),
+                        nearest_rows(prototypes, embeddings, max(KS))),
+    }  # fmt: skip
+
+
+def default_fits(X, y, groups, seed, n_models, extra):
+    """``n_models`` fits of the defaults (seeds seed, seed + 1000, ...) and their seconds."""
+    models, seconds = [], []
+    for k in range(n_models):
+        start = time.perf_counter()
+        model = CROCSClusterer(**extra, random_state=seed + 1000 * k)
+        models.append(model.fit(X, y, groups=groups))
+        seconds.append(time.perf_counter() - start)
+    return models, seconds
+
+
+def lever_rows(models, seconds, X, y, with_crops=False):
+    """Rows of the defaults (``models[0]``) and of each lever, scored on (X, y)."""
+    y = y.reset_index(drop=True)
+    model = models[0]
+    learned = model.get_prototypes("learned")
+    rows = {"CP CROCS": {**prototype_row(model.transform(X), *learned, y),
+                         ("fit", "s"): seconds[0]}}  # fmt: skip
+    model.set_params(longer_signals="average")
+    rows["CP CROCS, whole records"] = {
+        **prototype_row(model.transform(records_of(X)), *learned, y.iloc[0::2]),
+        ("fit", "s"): seconds[0],
+    }
+    model.set_params(longer_signals="error")
+    if with_crops:
+        rows["CP CROCS, 5 crops (TTA)"] = {**prototype_row(crops(model, X), *learned, y),
+                                           ("fit", "s"): seconds[0]}  # fmt: skip
+    for n in range(2, len(models) + 1):
+        rows[f"CP CROCS, ensemble of {n} seeds"] = {
+            **prototype_row(*ensemble(models[:n], X), y),
+            ("fit", "s"): sum(seconds[:n]),
+        }
+    for model in models:
+        model.set_params(longer_signals="average")
+    for n in range(2, len(models) + 1):
+        rows[f"CP CROCS, ensemble of {n} seeds, whole records"] = {
+            **prototype_row(*ensemble(models[:n], records_of(X)), y.iloc[0::2]),
+            ("fit", "s"): sum(seconds[:n]),
+        }
+    for model in models:
+        model.set_params(longer_signals="error")
+    return rows
+
+
+def ceiling_rows(X_train, codes_train, dims, X, y, seed, epochs, as_frame):
+    """The supervised ceiling scored on the frames of X and on its whole records."""
+    predict, seconds = supervised_ceiling(X_train, codes_train, dims, seed=seed, epochs=epochs)
+    y = y.reset_index(drop=True)
+    rows = {}
+    for name, records, truth in (("", False, y), (", whole records", True, y.iloc[0::2])):
+        predicted = as_frame(np.ravel_multi_index(predict(X, records).T, dims))
+        rows[f"Supervised, same encoder (ceiling){name}"] = {
+            **clustering_row(truth.astype(str).reset_index(drop=True), predicted.astype(str)),
+            ("fit", "s"): seconds,
+        }
+    return rows
+
+
+def attribute_space(y_train):
+    """(dims, training codes, as_frame: combination indices -> attribute DataFrame)."""
     names = list(y_train.columns)
     categories = [list(y_train[c].cat.categories if c == "age" else sorted(y_train[c].unique()))
                   for c in names]  # fmt: skip
     dims = tuple(len(c) for c in categories)
-    codes_train = np.column_stack(
+    codes = np.column_stack(
         [pd.Categorical(y_train[c], categories=cats).codes for c, cats in zip(names, categories)]
     )
     all_attributes = pd.DataFrame(
@@ -186,6 +307,43 @@ def run_seed(seed, crocs_params, quick):
     def as_frame(combination):
         return all_attributes.iloc[combination].reset_index(drop=True)
 
+    return dims, codes, as_frame, all_attributes
+
+
+# ----------------------------------------------------------------------- runs
+def run_validation(seed, quick, n_models=3):
+    """Lever rows on two folds of the training patients of seed's split (no test patient)."""
+    data = load_ptbxl_sample_frames(random_state=seed)
+    X, y, groups = data.X_train, data.y_train.reset_index(drop=True), data.groups_train
+    extra = {"max_epochs": 2} if quick else {}
+    folds = GroupKFold(n_splits=4, shuffle=True, random_state=seed).split(X, groups=groups)
+    tables = []
+    for train, valid in list(folds)[:2]:
+        models, seconds = default_fits(
+            X[train], y.iloc[train], groups[train], seed, n_models, extra
+        )
+        rows = lever_rows(models, seconds, X[valid], y.iloc[valid], with_crops=True)
+        dims, codes, as_frame, _ = attribute_space(y.iloc[train])
+        rows.update(ceiling_rows(X[train], codes, dims, X[valid], y.iloc[valid], seed,
+                                 2 if quick else 40, as_frame))  # fmt: skip
+        table = pd.DataFrame.from_dict(rows, orient="index")
+        table.columns = pd.MultiIndex.from_tuples(table.columns)
+        tables.append(table)
+    return tables
+
+
+def paired_differences(tables, reference="CP CROCS"):
+    """'mean (std)' over folds of each row minus the reference row of the same fold."""
+    diffs = [t - t.loc[reference] for t in tables]
+    return mean_std(diffs)[2].drop(index=reference)
+
+
+def run_seed(seed, crocs_params, quick):
+    data = load_ptbxl_sample_frames(random_state=seed)
+    X_train, y_train, groups = data.X_train, data.y_train, data.groups_train
+    X_test, y_test = data.X_test, data.y_test
+    names = list(y_train.columns)
+    dims, codes_train, as_frame, all_attributes = attribute_space(y_train)
     rows = {}
     # Majority predictor: each attribute's most frequent training value.
     majority = pd.DataFrame({c: [y_train[c].astype(str).mode()[0]] * len(y_test) for c in names})
@@ -223,20 +381,12 @@ def run_seed(seed, crocs_params, quick):
     }
 
     # Supervised: the same encoder told the attributes, a ceiling for clustering.
-    predict, seconds = supervised_ceiling(X_train, codes_train, dims, seed=seed, epochs=epochs)
-    predicted = np.ravel_multi_index(predict(X_test).T, dims)
-    rows["Supervised, same encoder (ceiling)"] = {
-        **clustering_row(y_test.astype(str), as_frame(predicted).astype(str)),
-        ("fit", "s"): seconds,
-    }
+    rows.update(ceiling_rows(X_train, codes_train, dims, X_test, y_test, seed, epochs, as_frame))
 
-    # CROCSClusterer with its defaults: CP, TP and KM CROCS.
+    # CROCSClusterer with its defaults: CP, TP and KM CROCS; the levers on the same fits.
     extra = {"max_epochs": 2} if quick else {}
-    start = time.perf_counter()
-    model = CROCSClusterer(**crocs_params, **extra, random_state=seed).fit(
-        X_train, y_train, groups=groups
-    )
-    seconds = time.perf_counter() - start
+    models, fit_seconds = default_fits(X_train, y_train, groups, seed, 3, {**crocs_params, **extra})
+    model, seconds = models[0], fit_seconds[0]
     for method, kind in (("CP CROCS", "learned"), ("TP CROCS", "mean")):
         retriever = PrototypeRetriever(FrozenEstimator(model), prototypes=kind).fit(X_test)
         indices = retriever.query(n_neighbors=max(KS), return_distance=False)
@@ -248,6 +398,8 @@ def run_seed(seed, crocs_params, quick):
             **retrieval_row(y_test, retriever.query_attributes_, indices),
             ("fit", "s"): seconds,
         }
+    levers = lever_rows(models, fit_seconds, X_test, y_test)
+    rows.update({name: row for name, row in levers.items() if name != "CP CROCS"})
     km_crocs = KMeansCROCS(FrozenEstimator(model), random_state=seed).fit(X_train, y_train)
     predicted = km_crocs.predict_attributes(X_test)
     rows["KM CROCS"] = {**clustering_row(y_test.astype(str), predicted.astype(str)),
@@ -286,10 +438,17 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--output", type=Path, default=Path("accuracy.csv"))
     parser.add_argument("--quick", action="store_true", help="one seed, 2 epochs: a smoke test")
+    parser.add_argument(
+        "--validation",
+        action="store_true",
+        help="paired differences of the levers on folds of the training patients",
+    )
     args = parser.parse_args(argv)
     seeds = args.seeds[:1] if args.quick else args.seeds
     crocs_params = {}  # CROCSClusterer's defaults
     print(f"Machine: {machine_summary()}")
+    if args.validation:
+        return validation_main(seeds, args.quick, args.output)
     print(f"PTB-XL sample, 5-s 12-lead frames, class x sex x age quartile; seeds {seeds}")
     start = time.perf_counter()
     tables = []
@@ -309,6 +468,26 @@ def main(argv=None):
     out = pd.concat({"mean": mean, "std": std}, axis=1)
     out.to_csv(args.output)
     print(f"\nWritten to {args.output}; total time {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+def validation_main(seeds, quick, output):
+    print(f"PTB-XL sample, 5-s frames; seeds {seeds}, 2 validation folds of the training "
+          "patients each (no test patient)")  # fmt: skip
+    start = time.perf_counter()
+    tables = []
+    for seed in seeds:
+        tables += run_validation(seed, quick)
+        print(f"seed {seed} done ({time.perf_counter() - start:.0f} s)", flush=True)
+    mean, std, text = mean_std(tables)
+    columns = [c for c in text.columns if c[1] in ("Acc", "AMI") or c == ("P@10", "=3")]
+    with pd.option_context("display.width", 250, "display.max_columns", 50):
+        print(f"\nValidation folds ({len(tables)}), %: mean (std) over folds")
+        print(text[[*columns, ("fit", "s")]].to_string())
+        print("\nPaired difference from CP CROCS (the defaults, frame by frame) on the same fold")
+        print(paired_differences(tables)[[*columns, ("fit", "s")]].to_string())
+    pd.concat({"mean": mean, "std": std}, axis=1).to_csv(output)
+    print(f"\nWritten to {output}; total time {time.perf_counter() - start:.0f} s")
     return 0
 
 
