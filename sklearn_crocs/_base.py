@@ -274,6 +274,15 @@ class BasePrototypeClusterer(
         """The ``augment`` of training ECGs for the encoder class ``encoder``; none here."""
         return None
 
+    def _ensemble_size(self):
+        """Nets trained from different seeds whose embeddings are joined; 1 here."""
+        return 1
+
+    @property
+    def _output_dim(self):
+        """Width of the embeddings: ``embedding_dim`` per net."""
+        return self.embedding_dim * self._ensemble_size()
+
     def _user_callbacks(self):
         """Extra skorch callbacks of a fit, after the estimator's own; none here."""
         return []
@@ -586,20 +595,24 @@ class BasePrototypeClusterer(
 
         valid_dataset = None if data.valid is None else dataset(data.valid)
         device = torch.device(self._training_device())
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(data.seed)
-            # Rows of y with missing values only: with none, the loss is unchanged.
-            partial = data.partial if len(data.partial) else None
-            net = self._build_net(
-                *self.input_shape_, data.seed, valid_dataset, partial,
-                codec=data.codec, class_index=data.class_index,
-            )  # fmt: skip
-            net.fit(dataset(None if data.valid is None else data.train), None)
-        # predefined_split holds the validation ECGs: a fitted model (and so any
-        # file it is saved to) must not carry training data.
-        net.train_split = None
-        self.net_ = net
-        self.n_iter_ = len(net.history)
+        # Rows of y with missing values only: with none, the loss is unchanged.
+        partial = data.partial if len(data.partial) else None
+        nets = []
+        # Net k of an ensemble starts from seed + k: the first is the single model.
+        for seed in (data.seed + k for k in range(self._ensemble_size())):
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                torch.manual_seed(seed)
+                net = self._build_net(
+                    *self.input_shape_, seed, valid_dataset, partial,
+                    codec=data.codec, class_index=data.class_index,
+                )  # fmt: skip
+                net.fit(dataset(None if data.valid is None else data.train), None)
+            # predefined_split holds the validation ECGs: a fitted model (and so any
+            # file it is saved to) must not carry training data.
+            net.train_split = None
+            nets.append(net)
+        self.net_, self.nets_ = nets[0], nets
+        self.n_iter_ = len(nets[0].history)
 
     def _summarise(self, data, return_embeddings):
         """Set the prototypes and ``labels_``, check the training; return X's embeddings if asked.
@@ -609,17 +622,16 @@ class BasePrototypeClusterer(
         its size), else the mean prototypes' labels need a second pass.
         """
         target, codec = data.target, data.codec
-        learned = F.normalize(self.net_.criterion_.prototypes.detach().float(), dim=1)
-        learned = learned.cpu().numpy()
+        learned = _join([net.criterion_.prototypes.detach().float().cpu() for net in self.nets_])
         # Mean prototypes and counts come from the ECGs whose attributes are all known.
         n_combinations, n_samples = len(codec.combinations), data.X.shape[0]
         known = (target >= 0) & (target < n_combinations)
         counts = np.bincount(target[known], minlength=n_combinations)
         keep = return_embeddings or not data.lazy
-        embeddings = np.empty((n_samples, self.embedding_dim), np.float32) if keep else None
+        embeddings = np.empty((n_samples, self._output_dim), np.float32) if keep else None
         labels = np.empty(n_samples, dtype=np.int64)
-        sums = torch.zeros(n_combinations, self.embedding_dim)
-        low = np.full(self.embedding_dim, np.inf, dtype=np.float32)
+        sums = torch.zeros(n_combinations, self._output_dim)
+        low = np.full(self._output_dim, np.inf, dtype=np.float32)
         high = -low
         check = data.lazy and not get_config()["assume_finite"]
         for start, part in self._embedding_chunks(data.X, prepared=True, check_finite=check):
@@ -636,7 +648,8 @@ class BasePrototypeClusterer(
         self._fitted = FittedPrototypes(
             codec, data.class_index, learned, means, counts, self.prototypes
         )
-        check_training(self.net_.history, float((high - low).max()), data.X)
+        for net in self.nets_:
+            check_training(net.history, float((high - low).max()), data.X)
         if self.prototypes == "mean":
             if (counts == 0).any():
                 missing = np.flatnonzero(counts == 0)
@@ -730,8 +743,9 @@ class BasePrototypeClusterer(
         reads it (see :class:`~sklearn_crocs.nn.ArrayDataset`).
         """
         dataset = ArrayDataset(X, check_finite=check_finite)
-        out = self.net_.forward(dataset, training=False, device="cpu")
-        return F.normalize(out.float(), dim=1).numpy()
+        return _join([
+            net.forward(dataset, training=False, device="cpu").float() for net in self.nets_
+        ])  # fmt: skip
 
     def _embedding_chunks(self, X, sampling_rate=None, *, prepared=False, check_finite=None):
         """Validate and embed unseen ECGs chunk by chunk: yield ``(start, embeddings)``.
@@ -1035,7 +1049,7 @@ class BasePrototypeClusterer(
 
     @property
     def _n_features_out(self):
-        return self.embedding_dim
+        return self._output_dim
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -1045,6 +1059,14 @@ class BasePrototypeClusterer(
         tags.transformer_tags.preserves_dtype = ["float32"]
         return tags
 
+
+
+def _join(outputs):
+    """Unit rows of each net's outputs side by side, divided by sqrt(number of nets):
+    unit vectors whose cosine similarity is the mean of the nets'. One net: its
+    normalised outputs."""
+    joined = torch.cat([F.normalize(out, dim=1) for out in outputs], dim=1)
+    return (joined / math.sqrt(len(outputs))).numpy()
 
 
 def _signal_scale(X):
@@ -1091,9 +1113,14 @@ def estimator_state(model, prefix=""):
             model.feature_names_in_.tolist() if hasattr(model, "feature_names_in_") else None
         ),
         "history": model.net_.history.to_list(),
+        "ensemble_histories": [net.history.to_list() for net in model.nets_[1:]],
     }
-    tensors = {f"encoder.{k}": v for k, v in model.net_.module_.state_dict().items()}
-    tensors["criterion.prototypes"] = model.net_.criterion_.prototypes
+    tensors = {}
+    for k, net in enumerate(model.nets_):
+        # The first net keeps the names of a single model's file.
+        name = "" if k == 0 else f"ensemble.{k}."
+        tensors.update({f"{name}encoder.{n}": v for n, v in net.module_.state_dict().items()})
+        tensors[f"{name}criterion.prototypes"] = net.criterion_.prototypes
     tensors.update(prototype_tensors)
     tensors["labels"] = model.labels_.astype(np.int64)
     return document, {prefix + k: v for k, v in tensors.items()}
@@ -1143,7 +1170,7 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
 
     t = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
     fitted = FittedPrototypes.from_state(
-        document, t, embedding_dim=model.embedding_dim, kind=model.prototypes, path=path
+        document, t, embedding_dim=model._output_dim, kind=model.prototypes, path=path
     )
     model.input_shape_ = tuple(document["input_shape"])
     model._fit_ndim = document["fit_ndim"]
@@ -1158,24 +1185,37 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
     ):
         raise ValueError("inconsistent input description")
 
-    shape = fitted.learned.shape
+    shape = (len(fitted.learned), model.embedding_dim)
     labels = t["labels"].numpy()
-    prototypes = t["criterion.prototypes"]
-    if tuple(prototypes.shape) != shape:
-        raise ValueError(f"criterion.prototypes has shape {tuple(prototypes.shape)}, not {shape}")
-    net = model._build_net(
-        *model.input_shape_, 0, None, codec=fitted.codec, class_index=fitted.class_index
-    )
-    weights = {k.removeprefix("encoder."): v for k, v in t.items() if k.startswith("encoder.")}
-    check_encoder_shapes(net, weights)
-    with torch.random.fork_rng(devices=[]):  # the weights are overwritten below
-        net.initialize()
-    net.module_.load_state_dict(weights, strict=True)
-    with torch.no_grad():
-        net.criterion_.prototypes.copy_(prototypes)
-    net.history = History(document["history"])
-    model.net_ = net
-    model.n_iter_ = len(net.history)
+    histories = [document["history"], *document.get("ensemble_histories", [])]
+    if len(histories) != model._ensemble_size():
+        raise ValueError(f"{len(histories)} training histories for {model._ensemble_size()} nets")
+    nets = []
+    for k, history in enumerate(histories):
+        name = "" if k == 0 else f"ensemble.{k}."
+        prototypes = t[f"{name}criterion.prototypes"]
+        if tuple(prototypes.shape) != shape:
+            raise ValueError(
+                f"{name}criterion.prototypes has shape {tuple(prototypes.shape)}, not {shape}"
+            )
+        net = model._build_net(
+            *model.input_shape_, 0, None, codec=fitted.codec, class_index=fitted.class_index
+        )
+        weights = {
+            n.removeprefix(f"{name}encoder."): v
+            for n, v in t.items()
+            if n.startswith(f"{name}encoder.")
+        }
+        check_encoder_shapes(net, weights)
+        with torch.random.fork_rng(devices=[]):  # the weights are overwritten below
+            net.initialize()
+        net.module_.load_state_dict(weights, strict=True)
+        with torch.no_grad():
+            net.criterion_.prototypes.copy_(prototypes)
+        net.history = History(history)
+        nets.append(net)
+    model.net_, model.nets_ = nets[0], nets
+    model.n_iter_ = len(nets[0].history)
     model._fitted = fitted
     if labels.ndim != 1 or not np.all((labels >= 0) & (labels < len(model.prototypes_))):
         raise ValueError("labels do not index the prototypes")

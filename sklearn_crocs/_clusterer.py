@@ -158,6 +158,16 @@ class CROCSClusterer(BasePrototypeClusterer):
         embeddings and predictions. Shorter ECGs are refused either way. It
         acts at inference only, so it can be set on a fitted model. See
         :ref:`record_level` for what it changes in accuracy.
+    ensemble_size : int, default=1
+        Number of nets (encoder and prototypes each) trained on the same data
+        from different seeds, one after the other, so fit time grows with it.
+        The model's embeddings are the nets' unit embeddings side by side,
+        divided by ``sqrt(ensemble_size)`` (``ensemble_size * embedding_dim``
+        wide, unit norm), and so are its learned prototypes: a cosine
+        similarity is the mean of the nets', and ``predict``, ``transform``,
+        retrieval and saved files work as for one net. The first net is the
+        one ``ensemble_size=1`` trains. See :ref:`levers` for what it buys
+        per second of fit.
     max_epochs : int, default=40
         Number of passes over the training data (the most, with early
         stopping).
@@ -230,7 +240,7 @@ class CROCSClusterer(BasePrototypeClusterer):
 
     Attributes
     ----------
-    prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
+    prototypes_ : ndarray of shape (n_prototypes, ensemble_size * embedding_dim)
         L2-normalised centroids used for prediction (learned or mean, see
         ``prototypes``).
     prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
@@ -290,7 +300,10 @@ class CROCSClusterer(BasePrototypeClusterer):
         The fitted net; ``net_.module_`` is the encoder, ``net_.criterion_``
         the :class:`~sklearn_crocs.nn.CROCSLoss` with the learned prototypes,
         ``net_.history`` the per-epoch losses (``train_loss``, ``train_nce``,
-        ``train_reg`` and their ``valid_`` counterparts).
+        ``train_reg`` and their ``valid_`` counterparts); the first net of an
+        ensemble.
+    nets_ : list of skorch.NeuralNet
+        The ``ensemble_size`` fitted nets; ``nets_[0]`` is ``net_``.
 
     See Also
     --------
@@ -376,6 +389,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         "working_rate": [Interval(Real, 0, None, closed="neither"), None],
         "conditioning": [SignalConditioner, None],
         "longer_signals": [StrOptions({"error", "average"})],
+        "ensemble_size": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -400,6 +414,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         working_rate=100.0,
         conditioning=None,
         longer_signals="error",
+        ensemble_size=1,
         max_epochs=40,
         batch_size=128,
         lr=1e-3,
@@ -431,6 +446,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         self.working_rate = working_rate
         self.conditioning = conditioning
         self.longer_signals = longer_signals
+        self.ensemble_size = ensemble_size
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr
@@ -454,6 +470,9 @@ class CROCSClusterer(BasePrototypeClusterer):
 
     def _longer_signals(self):
         return self.longer_signals
+
+    def _ensemble_size(self):
+        return self.ensemble_size
 
     def _augmentation(self, encoder):
         augment = self.augment

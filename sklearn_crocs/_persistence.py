@@ -555,6 +555,10 @@ ESTIMATOR_FIELDS = {
     "fit_ndim": (lambda v: v in (2, 3) and not isinstance(v, bool), "2 or 3", True),
     "n_features_in": (_is_int(1), "a positive integer", True),
     "feature_names_in": (lambda v: v is None or _is_list(_is_str)(v), "null or names", True),
+    # One history per net of an ensemble after the first (files before ensembles: none).
+    "ensemble_histories": (
+        _is_list(_is_list(lambda v: isinstance(v, dict))), "a list of training histories", False
+    ),
     "history": (_is_list(lambda v: isinstance(v, dict)), "a list of epochs", True),
     # Files written before sampling rates existed have neither.
     "sampling_rate": (_is_none_or_finite(0, strict=True), "null or a finite number > 0", False),

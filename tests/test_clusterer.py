@@ -1217,6 +1217,26 @@ def test_frames_of_another_duration_are_refused_naming_both_rates(at_500hz):
         model.transform(np.concatenate([X, X], axis=-1))
 
 
+def test_an_ensemble_joins_nets_whose_first_is_the_single_model(synthetic):
+    X, y, _ = synthetic
+    one = _model(random_state=0).fit(X, y)
+    two = _model(random_state=0, ensemble_size=2).fit(X, y)
+    d = FAST["embedding_dim"]
+    E = two.transform(X)
+    assert E.shape == (len(X), 2 * d) and len(two.nets_) == 2 and two.net_ is two.nets_[0]
+    assert len(two.get_feature_names_out()) == 2 * d
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1, atol=1e-5)
+    np.testing.assert_allclose(E[:, :d] * np.sqrt(2), one.transform(X), atol=1e-5)
+    np.testing.assert_allclose(two.prototypes_[:, :d] * np.sqrt(2), one.prototypes_, atol=1e-5)
+    assert not np.allclose(E[:, :d], E[:, d:], atol=1e-2)  # another seed, another net
+    # Predictions follow the mean of the nets' cosine similarities.
+    P = two.prototypes_
+    # Each half is a net's unit vectors divided by sqrt(2).
+    per_net = [2 * E[:, part] @ P[:, part].T for part in (slice(0, d), slice(d, None))]
+    attributes = two.get_prototypes()[1][np.argmax(np.mean(per_net, axis=0), axis=1)]
+    np.testing.assert_array_equal(np.asarray(two.predict(X)), attributes.reshape(len(X), -1))
+
+
 def test_longer_recordings_are_embedded_as_the_mean_of_their_frames(at_500hz):
     import copy
 

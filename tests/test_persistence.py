@@ -433,9 +433,13 @@ def test_tensors_not_matching_the_manifest(saved, change, match):
         {"encoder": "transformer"},
         {"params": [1, 2]},
         {"tensors": {"labels": 5}},
+        {"params": {"ensemble_size": 2}},
+        {"ensemble_histories": [[]]},
+        {"ensemble_histories": "not a list"},
     ],
     ids=["embedding-dim", "invalid-param", "unknown-param", "categories", "input-shape",
-         "y-kind", "history", "encoder", "params-list", "manifest-entry"],
+         "y-kind", "history", "encoder", "params-list", "manifest-entry", "ensemble-size",
+         "ensemble-histories", "ensemble-histories-type"],
 )  # fmt: skip
 def test_document_not_matching_the_tensors(saved, document):
     with safe_open(saved, framework="pt") as fh:
@@ -452,6 +456,24 @@ def test_document_not_matching_the_tensors(saved, document):
         match="do not describe a valid CROCSClusterer|no valid tensor manifest",
     ):
         CROCSClusterer.load(saved)
+
+
+def test_an_ensemble_round_trips(data, tmp_path):
+    X, y, groups = data
+    model = clone(CONFIGS[0]).set_params(ensemble_size=2).fit(X, y, groups=groups)
+    model.save(tmp_path / "ensemble.safetensors")
+    loaded = CROCSClusterer.load(tmp_path / "ensemble.safetensors")
+    _assert_same_model(loaded, model, X, y)
+    assert [net.history.to_list() for net in loaded.nets_] == [
+        net.history.to_list() for net in model.nets_
+    ]
+    # The second net's tensors are needed: without them the file is refused.
+    names = [n for n in safe_open(tmp_path / "ensemble.safetensors", "pt").keys()
+             if n.startswith("ensemble.1.")]  # fmt: skip
+    assert "ensemble.1.criterion.prototypes" in names
+    _rewrite(tmp_path / "ensemble.safetensors", drop=names)
+    with pytest.raises(InvalidModelFileError):
+        CROCSClusterer.load(tmp_path / "ensemble.safetensors")
 
 
 @pytest.mark.bad_input("Model file", "not a model file", "InvalidModelFileError")
