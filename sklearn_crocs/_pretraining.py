@@ -65,6 +65,8 @@ def clocs_loss(embeddings, groups, temperature=0.1):
     pairs. Ordered pairs make it symmetric, as CLOCS's two terms (rows and
     columns of each similarity matrix) are.
 
+    Read more in the :ref:`User Guide <pretraining>`.
+
     Parameters
     ----------
     embeddings : torch.Tensor of shape (batch, n_views, embedding_dim)
@@ -215,6 +217,7 @@ class ContrastivePretrainer(
 
     def __init__(
         self,
+        *,
         encoder="resnet",
         encoder_params=None,
         embedding_dim=128,
