@@ -15,15 +15,19 @@ __version__ = "0.1.0.dev0"
 # access (PEP 562) so that ``sklearn-crocs --help`` and light submodules stay fast.
 _LAZY = {
     "CROCSClusterer": "._clusterer",
+    "ContrastivePretrainer": "._pretraining",
     "InvalidModelFileError": "._persistence",
     "PrototypeRetriever": "._retrieval",
+    "clocs_loss": "._pretraining",
 }
 
 __all__ = [
     "CROCSClusterer",
+    "ContrastivePretrainer",
     "InvalidModelFileError",
     "PrototypeRetriever",
     "__version__",
+    "clocs_loss",
     "config_context",
     "get_config",
     "paper_params",

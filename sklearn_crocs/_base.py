@@ -12,6 +12,7 @@ import math
 import os
 import re
 import sys
+import time
 import warnings
 from numbers import Integral
 from typing import NamedTuple
@@ -28,6 +29,7 @@ from sklearn.base import (
     _fit_context,
     clone,
 )
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 from skorch.callbacks import PassthroughScoring
 from skorch.helper import predefined_split
@@ -52,6 +54,7 @@ from ._persistence import (
     resolve_device,
     write_model_file,
 )
+from ._pretraining import ContrastivePretrainer, init_encoder
 from ._prototypes import FittedPrototypes
 from ._split import patient_split
 from ._utils import _device_problem, _draw_seed, _nearest, _silent
@@ -232,6 +235,7 @@ class _Training(NamedTuple):
     seed: int
     train: np.ndarray
     valid: object  # ndarray or None
+    groups: object  # ndarray or None
 
 
 class BasePrototypeClusterer(
@@ -247,7 +251,7 @@ class BasePrototypeClusterer(
     include ``encoder``, ``encoder_params``, ``embedding_dim``,
     ``prototypes``, ``class_attribute``, ``max_epochs``, ``batch_size``,
     ``lr``, ``validation_fraction``, ``n_iter_no_change``, ``device``,
-    ``random_state`` and ``verbose``. Options that only
+    ``random_state``, ``verbose`` and ``pretrained``. Options that only
     some have (rates, augmentation, extra callbacks, an accelerator, missing
     attributes) reach the shared code through the ``_*_params`` hooks, off
     here.
@@ -255,7 +259,7 @@ class BasePrototypeClusterer(
 
     #: Parameters that :meth:`save` leaves out (objects of any class, which a
     #: file that runs no code cannot restore); a loaded model has None.
-    _not_saved = ("encoder",)
+    _not_saved = ("encoder", "pretrained")
 
     # ------------------------------------------------------------------ hooks
     def _criterion(self, codec, class_index, partial_combinations=None):
@@ -580,7 +584,41 @@ class BasePrototypeClusterer(
         seed = _draw_seed(self.random_state)
         # stacklevel: _split < _prepare < _fit < fit < _fit_context < caller
         train, valid = self._split(n_samples, groups, seed, classes, stacklevel=6)
-        return _Training(X, lazy, codec, class_index, target, partial, seed, train, valid)
+        return _Training(X, lazy, codec, class_index, target, partial, seed, train, valid, groups)
+
+    def _pretrain(self, data):
+        """The fitted pretrainer that starts the encoder (fitted here on X if need be), or None."""
+        self.pretrainer_, self.pretraining_time_ = None, 0.0
+        pretrainer = self.pretrained
+        if isinstance(pretrainer, FrozenEstimator):
+            pretrainer = pretrainer.estimator
+        if pretrainer is None:
+            return None
+        if not isinstance(pretrainer, ContrastivePretrainer):
+            raise TypeError(
+                "pretrained must be a ContrastivePretrainer (fitted or not), possibly wrapped "
+                f"in a FrozenEstimator; got {type(pretrainer).__name__}."
+            )
+        if not hasattr(pretrainer, "encoder_"):
+            if data.lazy:
+                raise ValueError(
+                    "An unfitted pretrained= pretrains on X in memory, but X is read lazily. "
+                    "Fit the ContrastivePretrainer beforehand and pass it fitted."
+                )
+            # The pretrained encoder must be the net's: it takes the estimator's settings.
+            pretrainer = clone(pretrainer).set_params(
+                encoder=self.encoder,
+                encoder_params=self.encoder_params,
+                embedding_dim=self.embedding_dim,
+                device=self._training_device(),
+            )
+            if pretrainer.random_state is None:
+                pretrainer.set_params(random_state=data.seed)
+            start = time.perf_counter()
+            pretrainer.fit(data.X, groups=data.groups)
+            self.pretraining_time_ = time.perf_counter() - start
+        self.pretrainer_ = pretrainer
+        return pretrainer
 
     def _train(self, data):
         """Fit ``net_`` on the training rows of X, early-stopping on the validation rows."""
@@ -594,6 +632,7 @@ class BasePrototypeClusterer(
             )  # fmt: skip
 
         valid_dataset = None if data.valid is None else dataset(data.valid)
+        pretrainer = self._pretrain(data)
         device = torch.device(self._training_device())
         # Rows of y with missing values only: with none, the loss is unchanged.
         partial = data.partial if len(data.partial) else None
@@ -606,7 +645,14 @@ class BasePrototypeClusterer(
                     *self.input_shape_, seed, valid_dataset, partial,
                     codec=data.codec, class_index=data.class_index,
                 )  # fmt: skip
-                net.fit(dataset(None if data.valid is None else data.train), None)
+                train = dataset(None if data.valid is None else data.train)
+                if pretrainer is None:
+                    net.fit(train, None)
+                else:
+                    # skorch's fit is initialize + partial_fit: the encoder starts pretrained.
+                    net.initialize()
+                    init_encoder(net.module_, pretrainer)
+                    net.partial_fit(train, None)
             # predefined_split holds the validation ECGs: a fitted model (and so any
             # file it is saved to) must not carry training data.
             net.train_split = None
@@ -1220,4 +1266,6 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
     if labels.ndim != 1 or not np.all((labels >= 0) & (labels < len(model.prototypes_))):
         raise ValueError("labels do not index the prototypes")
     model.labels_ = labels
+    # Not in the file: the encoder's weights hold what the pretraining gave.
+    model.pretrainer_ = model.pretraining_time_ = None
     return model

@@ -6,10 +6,12 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.base import clone
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BasePrototypeClusterer
+from ._pretraining import ContrastivePretrainer
 from .nn import (
     AcceleratedCROCSNet,
     CNNEncoder,
@@ -237,6 +239,21 @@ class CROCSClusterer(BasePrototypeClusterer):
         accelerator places the model, so ``device`` is not used for
         training. :meth:`save` does not store it: a loaded model has
         ``accelerator=None``.
+    pretrained : ContrastivePretrainer, default=None
+        Start the encoder from a self-supervised pretraining
+        (:class:`~sklearn_crocs.ContrastivePretrainer`, see
+        :ref:`pretraining`) instead of a random initialisation. A fitted
+        pretrainer gives its encoder as it is (built with the same
+        ``encoder``, ``encoder_params``, ``embedding_dim`` and leads, else
+        ``fit`` raises a ``ValueError``): one pretraining, for example on a
+        large unlabelled database, serves many fits. An unfitted one is
+        cloned and fitted in ``fit`` on every ECG of ``X``, labelled or not,
+        with ``groups`` as its patients, and with this estimator's
+        ``encoder``, ``encoder_params``, ``embedding_dim`` and device (and its
+        seed when its ``random_state`` is None). Cross-validation and
+        grid searches clone the parameters, which unfits a pretrainer: wrap a
+        fitted one in :class:`sklearn.frozen.FrozenEstimator` there.
+        :meth:`save` does not store it: a loaded model has ``pretrained=None``.
 
     Attributes
     ----------
@@ -296,6 +313,14 @@ class CROCSClusterer(BasePrototypeClusterer):
         raw against normalised signals).
     n_iter_ : int
         Number of epochs run.
+    pretrainer_ : ContrastivePretrainer or None
+        The fitted pretrainer whose encoder started training (the one fitted
+        in ``fit`` when ``pretrained`` was unfitted: pass it, or its
+        :meth:`~sklearn_crocs.ContrastivePretrainer.save` file, to later
+        fits); None without ``pretrained`` and in a loaded model.
+    pretraining_time_ : float or None
+        Seconds that ``fit`` spent pretraining (0 when ``pretrained`` was
+        None or fitted already); None in a loaded model.
     net_ : skorch.NeuralNet
         The fitted net; ``net_.module_`` is the encoder, ``net_.criterion_``
         the :class:`~sklearn_crocs.nn.CROCSLoss` with the learned prototypes,
@@ -390,6 +415,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         "conditioning": [SignalConditioner, None],
         "longer_signals": [StrOptions({"error", "average"})],
         "ensemble_size": [Interval(Integral, 1, None, closed="left")],
+        "pretrained": [ContrastivePretrainer, FrozenEstimator, None],
     }
 
     def __init__(
@@ -426,6 +452,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         verbose=0,
         callbacks=None,
         accelerator=None,
+        pretrained=None,
     ):
         self.encoder = encoder
         self.encoder_params = encoder_params
@@ -458,8 +485,9 @@ class CROCSClusterer(BasePrototypeClusterer):
         self.verbose = verbose
         self.callbacks = callbacks
         self.accelerator = accelerator
+        self.pretrained = pretrained
 
-    _not_saved = ("encoder", "callbacks", "accelerator")
+    _not_saved = ("encoder", "callbacks", "accelerator", "pretrained")
 
     # ------------------------------------------------- options of the base class
     def _rate_params(self):

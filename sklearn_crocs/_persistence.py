@@ -565,6 +565,15 @@ ESTIMATOR_FIELDS = {
     "signal_scale": (_is_none_or_finite(0, strict=False), "null or a finite number >= 0", False),
 }
 
+PRETRAINER_FIELDS = {
+    "class": (_is_str, "a class name", True),
+    "params": (lambda v: isinstance(v, dict), "an object of parameters", True),
+    "encoder": ESTIMATOR_FIELDS["encoder"],
+    "input_shape": ESTIMATOR_FIELDS["input_shape"],
+    "n_features_in": (_is_int(1, _MAX_LEADS), "a number of leads", True),
+    "loss_curve": (_is_list(_is_number, 1), "a list of numbers", True),
+}
+
 
 def check_fields(document, fields, what):
     """Raise ValueError naming the first field of ``document`` that ``fields`` refuses."""

@@ -131,6 +131,10 @@ class DTC(BasePrototypeClusterer):
         Seeds initialisation, batch order and the validation split.
     verbose : int, default=0
         ``1`` prints one line per epoch.
+    pretrained : ContrastivePretrainer, default=None
+        Start the encoder from a self-supervised pretraining, as in
+        :class:`~sklearn_crocs.CROCSClusterer` (a fitted pretrainer as it is,
+        an unfitted one fitted in ``fit`` on every ECG of ``X``).
 
     Attributes
     ----------
@@ -168,6 +172,11 @@ class DTC(BasePrototypeClusterer):
         ``(n_leads, n_timepoints)`` of the training signals.
     n_iter_ : int
         Number of epochs run.
+    pretrainer_ : ContrastivePretrainer or None
+        The fitted pretrainer whose encoder started training (None without
+        ``pretrained`` and in a loaded model).
+    pretraining_time_ : float or None
+        Seconds that ``fit`` spent pretraining (None in a loaded model).
     net_ : skorch.NeuralNet
         The fitted net; ``net_.criterion_`` is the ``DTCLoss``.
 
@@ -210,7 +219,7 @@ class DTC(BasePrototypeClusterer):
         **TRAINING_CONSTRAINTS,
         **{
             name: CROCSClusterer._parameter_constraints[name]
-            for name in ("tau_w", "prototypes", "class_attribute")
+            for name in ("tau_w", "prototypes", "class_attribute", "pretrained")
         },
         "alpha": [Interval(Real, 0, None, closed="neither")],
     }
@@ -233,6 +242,7 @@ class DTC(BasePrototypeClusterer):
         device="cpu",
         random_state=None,
         verbose=0,
+        pretrained=None,
     ):
         self.encoder = encoder
         self.encoder_params = encoder_params
@@ -249,6 +259,7 @@ class DTC(BasePrototypeClusterer):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.pretrained = pretrained
 
     def _criterion(self, codec, class_index, partial_combinations=None):
         # Every attribute is known (the base class's missing="error").
