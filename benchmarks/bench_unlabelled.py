@@ -22,7 +22,11 @@ this script uses):
   attribute and for the whole combination, and retrieval P@K (Eq. 5 as
   written, every prototype a query); nothing is tuned on them;
 - levers: "ensemble of 2" fits ``ensemble_size=2`` on the "+ 90 %
-  unlabelled" data; whole records: those models also embed each
+  unlabelled" data, "pretrained (method)" starts it from an encoder
+  pretrained in ``fit`` on all its ECGs (``ContrastivePretrainer(method=...)``
+  with its defaults; the fit time includes the pretraining; the choice
+  between them was made on validation folds by ``bench_pretraining.py``);
+  whole records: those models also embed each
   held-out record (its two frames averaged, ``longer_signals="average"``),
   scored record by record;
 - ECGs: the training ECGs a fit used (labelled / all); fit: seconds.
@@ -51,7 +55,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold
 
-from sklearn_crocs import CROCSClusterer
+from sklearn_crocs import ContrastivePretrainer, CROCSClusterer
 from sklearn_crocs.datasets import load_ptbxl_sample_frames
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -104,6 +108,12 @@ def run_split(seed, split, quick, device, validation):
             ALONE: (labelled, y, {}),
             SEMI: (everything, y_semi, {}),
             f"{SEMI}, ensemble of 2": (everything, y_semi, {"ensemble_size": 2}),
+            **{
+                f"{SEMI}, pretrained ({method})": (
+                    everything, y_semi, {"pretrained": ContrastivePretrainer(method=method)}
+                )
+                for method in ("cmsc", "augment")
+            },
             "100% labelled": (everything, y, {}),
         }
     extra = {"max_epochs": 2} if quick else {}
