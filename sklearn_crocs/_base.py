@@ -52,6 +52,7 @@ from ._persistence import (
     encode_value,
     read_model_file,
     resolve_device,
+    resolve_encoder,
     write_model_file,
 )
 from ._pretraining import ContrastivePretrainer, init_encoder
@@ -1192,24 +1193,7 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
     if document["class"] != cls.__name__:
         raise InvalidModelFileError(f"{path} holds a {document['class']}, not a {cls.__name__}.")
     params = decode_params(document, cls._not_saved, path)
-    saved_encoder = document["encoder"]
-    if isinstance(saved_encoder, str):
-        if encoder is not None:
-            raise CallerError(
-                f"{path} was fitted with the built-in encoder {saved_encoder!r}; load it "
-                f"without encoder= (got encoder={class_name(encoder)})."
-            )
-        params["encoder"] = saved_encoder
-    else:
-        # The class is never imported from the file: the caller names it.
-        name = saved_encoder["class"]
-        if encoder is None or class_name(encoder) != name:
-            raise InvalidModelFileError(
-                f"{path} was fitted with the encoder class {name}; pass that class as "
-                f"{cls.__name__}.load(path, encoder={name.rsplit('.', 1)[-1]}) (got "
-                f"{'none' if encoder is None else class_name(encoder)})."
-            )
-        params["encoder"] = encoder
+    params["encoder"] = resolve_encoder(document["encoder"], encoder, path, cls.__name__)
     params["device"] = resolve_device(params.get("device", "cpu"), device, path)
     model = cls(**params)
     model._validate_params()

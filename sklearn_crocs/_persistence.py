@@ -606,6 +606,26 @@ def decode_params(document, not_saved, path):
     return {k: decode_value(v) for k, v in params.items()}
 
 
+def resolve_encoder(saved, encoder, path, cls_name, verb="fitted"):
+    """The ``encoder`` parameter of a loaded model: the saved built-in name, or the
+    class the caller names. The class is never imported from the file."""
+    if isinstance(saved, str):
+        if encoder is not None:
+            raise CallerError(
+                f"{path} was {verb} with the built-in encoder {saved!r}; load it "
+                f"without encoder= (got encoder={class_name(encoder)})."
+            )
+        return saved
+    name = saved["class"]
+    if encoder is None or class_name(encoder) != name:
+        raise InvalidModelFileError(
+            f"{path} was {verb} with the encoder class {name}; pass that class as "
+            f"{cls_name}.load(path, encoder={name.rsplit('.', 1)[-1]}) (got "
+            f"{'none' if encoder is None else class_name(encoder)})."
+        )
+    return encoder
+
+
 def resolve_device(saved, device, path):
     """The device to load onto: ``device``, else the saved one if torch can use it, else CPU."""
     if device is not None:

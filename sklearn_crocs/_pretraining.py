@@ -45,6 +45,7 @@ from ._persistence import (
     encode_value,
     read_model_file,
     resolve_device,
+    resolve_encoder,
     write_model_file,
 )
 from ._utils import _draw_seed
@@ -499,22 +500,9 @@ class ContrastivePretrainer(
 def _rebuild(cls, document, tensors, path, device, encoder):
     check_fields(document, PRETRAINER_FIELDS, "the pretrainer document")
     params = decode_params(document, ("encoder",), path)
-    saved_encoder = document["encoder"]
-    if isinstance(saved_encoder, str):
-        if encoder is not None:
-            raise CallerError(
-                f"{path} was pretrained with the built-in encoder {saved_encoder!r}; load it "
-                "without encoder=."
-            )
-        params["encoder"] = saved_encoder
-    else:
-        name = saved_encoder["class"]
-        if encoder is None or class_name(encoder) != name:
-            raise InvalidModelFileError(
-                f"{path} was pretrained with the encoder class {name}; pass that class as "
-                f"{cls.__name__}.load(path, encoder={name.rsplit('.', 1)[-1]})."
-            )
-        params["encoder"] = encoder
+    params["encoder"] = resolve_encoder(
+        document["encoder"], encoder, path, cls.__name__, verb="pretrained"
+    )
     params["device"] = resolve_device(params.get("device", "cpu"), device, path)
     pretrainer = cls(**params)
     pretrainer._validate_params()
