@@ -34,7 +34,9 @@ Protocol (one row per method, mean (std) over the seeds):
   ``longer_signals="average"`` and scores records (clustering per record,
   retrieval of records); "ensemble of M seeds" averages the cosine
   similarities of M default fits (seeds ``seed``, ``seed + 1000``, ...), its
-  fit time the sum of theirs, and the two combine; the ceiling is also scored
+  fit time the sum of theirs, and the two combine, with learned (CP) and
+  mean (TP, from the ensemble's training embeddings) prototypes; the
+  ceiling is also scored
   on whole records (its features of the two frames averaged); "pretrained
   (augment)" starts the defaults from an encoder pretrained in ``fit`` on the
   training ECGs (``ContrastivePretrainer(method="augment")``, its fit time
@@ -199,15 +201,35 @@ def ensemble(models, X):
     """Embeddings of X and learned prototypes of an ensemble, with the attributes.
 
     Each model's unit embeddings and prototypes are concatenated and divided
-    by sqrt(M): still unit vectors, whose cosine is the mean of the models'.
+    by sqrt(M): still unit vectors, whose cosine is the mean of the models'
+    (what ``CROCSClusterer(ensemble_size=M)`` computes for its nets).
     """
+    return join([m.transform(X) for m in models], models)
+
+
+def join(embeddings, models):
+    """``(embeddings, learned prototypes, attributes)`` of an ensemble from each
+    member's embeddings (see :func:`ensemble`)."""
     attributes = models[0].get_prototypes("learned")[1]
     for model in models[1:]:  # same y, so the same combinations in the same order
         assert (model.get_prototypes("learned")[1] == attributes).all()
     scale = math.sqrt(len(models))
-    embeddings = np.concatenate([m.transform(X) for m in models], axis=1) / scale
     prototypes = np.concatenate([m.get_prototypes("learned")[0] for m in models], axis=1)
-    return embeddings, prototypes / scale, attributes
+    return np.concatenate(embeddings, axis=1) / scale, prototypes / scale, attributes
+
+
+def mean_prototypes(train_embeddings, y_train, attributes):
+    """TP CROCS: the unit mean training embedding of each combination that has
+    training ECGs, and those combinations' attributes."""
+    keys = y_train.astype(str).agg("|".join, axis=1).to_numpy()
+    prototypes, kept = [], []
+    for i, combination in enumerate(attributes):
+        found = keys == "|".join(map(str, combination))
+        if found.any():
+            mean = train_embeddings[found].mean(axis=0)
+            prototypes.append(mean / np.linalg.norm(mean))
+            kept.append(i)
+    return np.array(prototypes), attributes[kept]
 
 
 def crops(model, X, n_crops=5, fraction=0.8):
@@ -247,36 +269,32 @@ def default_fits(X, y, groups, seed, n_models, extra):
     return models, seconds
 
 
-def lever_rows(models, seconds, X, y, with_crops=False):
-    """Rows of the defaults (``models[0]``) and of each lever, scored on (X, y)."""
+def lever_rows(models, seconds, X, y, train, with_crops=False):
+    """Rows of the defaults (``models[0]``) and of each lever, scored on (X, y), with
+    learned (CP) and mean (TP, from ``train = (X_train, y_train)``) prototypes."""
     y = y.reset_index(drop=True)
-    model = models[0]
-    learned = model.get_prototypes("learned")
-    rows = {"CP CROCS": {**prototype_row(model.transform(X), *learned, y),
-                         ("fit", "s"): seconds[0]}}  # fmt: skip
-    model.set_params(longer_signals="average")
-    rows["CP CROCS, whole records"] = {
-        **prototype_row(model.transform(records_of(X)), *learned, y.iloc[0::2]),
-        ("fit", "s"): seconds[0],
-    }
-    model.set_params(longer_signals="error")
+    frames = [m.transform(X) for m in models]
+    for m in models:
+        m.set_params(longer_signals="average")
+    whole = [m.transform(records_of(X)) for m in models]
+    for m in models:
+        m.set_params(longer_signals="error")
+    training = [m.transform(train[0]) for m in models]
+    rows = {}
+    for n in range(1, len(models) + 1):
+        members, fit = models[:n], {("fit", "s"): sum(seconds[:n])}
+        E, learned, attributes = join(frames[:n], members)
+        mean = mean_prototypes(join(training[:n], members)[0], train[1], attributes)
+        suffix = "" if n == 1 else f", ensemble of {n} seeds"
+        for kind, prototypes in (("CP", (learned, attributes)), ("TP", mean)):
+            rows[f"{kind} CROCS{suffix}"] = {**prototype_row(E, *prototypes, y), **fit}
+            rows[f"{kind} CROCS{suffix}, whole records"] = {
+                **prototype_row(join(whole[:n], members)[0], *prototypes, y.iloc[0::2]), **fit
+            }
     if with_crops:
-        rows["CP CROCS, 5 crops (TTA)"] = {**prototype_row(crops(model, X), *learned, y),
+        learned = models[0].get_prototypes("learned")
+        rows["CP CROCS, 5 crops (TTA)"] = {**prototype_row(crops(models[0], X), *learned, y),
                                            ("fit", "s"): seconds[0]}  # fmt: skip
-    for n in range(2, len(models) + 1):
-        rows[f"CP CROCS, ensemble of {n} seeds"] = {
-            **prototype_row(*ensemble(models[:n], X), y),
-            ("fit", "s"): sum(seconds[:n]),
-        }
-    for model in models:
-        model.set_params(longer_signals="average")
-    for n in range(2, len(models) + 1):
-        rows[f"CP CROCS, ensemble of {n} seeds, whole records"] = {
-            **prototype_row(*ensemble(models[:n], records_of(X)), y.iloc[0::2]),
-            ("fit", "s"): sum(seconds[:n]),
-        }
-    for model in models:
-        model.set_params(longer_signals="error")
     return rows
 
 
@@ -325,7 +343,8 @@ def run_validation(seed, quick, n_models=3):
         models, seconds = default_fits(
             X[train], y.iloc[train], groups[train], seed, n_models, extra
         )
-        rows = lever_rows(models, seconds, X[valid], y.iloc[valid], with_crops=True)
+        rows = lever_rows(models, seconds, X[valid], y.iloc[valid],
+                          (X[train], y.iloc[train]), with_crops=True)  # fmt: skip
         dims, codes, as_frame, _ = attribute_space(y.iloc[train])
         rows.update(ceiling_rows(X[train], codes, dims, X[valid], y.iloc[valid], seed,
                                  2 if quick else 40, as_frame))  # fmt: skip
@@ -401,8 +420,9 @@ def run_seed(seed, crocs_params, quick):
             **retrieval_row(y_test, retriever.query_attributes_, indices),
             ("fit", "s"): seconds,
         }
-    levers = lever_rows(models, fit_seconds, X_test, y_test)
-    rows.update({name: row for name, row in levers.items() if name != "CP CROCS"})
+    levers = lever_rows(models, fit_seconds, X_test, y_test, (X_train, y_train))
+    # The defaults' own CP and TP rows come from the retriever above.
+    rows.update({k: v for k, v in levers.items() if k not in ("CP CROCS", "TP CROCS")})
     start = time.perf_counter()
     pretrained = CROCSClusterer(
         **crocs_params, **extra, pretrained=ContrastivePretrainer(method="augment"),
