@@ -168,7 +168,8 @@ class CROCSClusterer(BasePrototypeClusterer):
         wide, unit norm), and so are its learned prototypes: a cosine
         similarity is the mean of the nets', and ``predict``, ``transform``,
         retrieval and saved files work as for one net. The first net is the
-        one ``ensemble_size=1`` trains. See :ref:`levers` for what it buys
+        one ``ensemble_size=1`` trains; with ``pretrained``, every net starts
+        from the pretrained encoder. See :ref:`levers` for what it buys
         per second of fit.
     max_epochs : int, default=40
         Number of passes over the training data (the most, with early
