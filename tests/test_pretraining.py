@@ -243,6 +243,17 @@ def test_a_fitted_pretrainer_starts_the_encoder(cls, pretrainer):
     torch.testing.assert_close(start["head.2.weight"], pretrainer.encoder_.head[2].weight)
 
 
+def test_every_net_of_an_ensemble_starts_from_the_pretrained_encoder(pretrainer):
+    X, y = _signals(n=24), np.repeat(["A", "B"], 12)
+    model = CROCSClusterer(**TINY, max_epochs=1, batch_size=len(X), lr=1e-12,
+                           pretrained=pretrainer, ensemble_size=2).fit(X, y)  # fmt: skip
+    assert len(model.nets_) == 2
+    for net in model.nets_:
+        start = dict(net.module_.named_parameters())
+        for name, value in pretrainer.encoder_.named_parameters():
+            torch.testing.assert_close(start[name], value)
+
+
 def test_an_unfitted_pretrainer_is_fitted_on_every_ecg_of_x():
     X, y = _signals(n=24), np.repeat(["A", "B"], 12).astype(object)
     y[::2] = None  # unlabelled ECGs are pretrained on too
