@@ -14,6 +14,7 @@ import re
 import sys
 import time
 import warnings
+from functools import partial
 from numbers import Integral
 from typing import NamedTuple
 
@@ -34,7 +35,6 @@ from sklearn.utils.validation import check_consistent_length, check_is_fitted, v
 from skorch.callbacks import PassthroughScoring
 from skorch.helper import predefined_split
 from skorch.history import History
-from torch import nn
 from tqdm import tqdm
 
 from ._attributes import AttributeCodec
@@ -62,7 +62,7 @@ from ._utils import _device_problem, _draw_seed, _nearest, _silent
 from .nn import ArrayDataset, CROCSNet
 from .nn._callbacks import early_stopping_callbacks
 from .nn._data import is_lazy_array
-from .nn._encoders import ENCODERS
+from .nn._encoders import encoder_class
 from .preprocessing import check_signal_layout, resample_signals
 
 # Inference reads and validates its input in chunks of about this many bytes
@@ -501,15 +501,7 @@ class BasePrototypeClusterer(
         self, n_leads, n_timepoints, seed, valid_dataset, partial_combinations=None, *,
         codec, class_index,
     ):  # fmt: skip
-        if isinstance(self.encoder, str):
-            encoder = ENCODERS[self.encoder]
-        elif issubclass(self.encoder, nn.Module):
-            encoder = self.encoder
-        else:
-            raise TypeError(
-                "encoder must be 'cnn', 'resnet' or a torch.nn.Module subclass; "
-                f"got the class {self.encoder.__name__}."
-            )
+        encoder = encoder_class(self.encoder)
         encoder_params = {f"module__{k}": v for k, v in (self.encoder_params or {}).items()}
         sink = _print if self.verbose else _silent
         criterion, criterion_params = self._criterion(codec, class_index, partial_combinations)
@@ -567,7 +559,7 @@ class BasePrototypeClusterer(
         self.signal_scale_ = None if lazy else _signal_scale(X)
         n_samples = X.shape[0]
         codec, class_index, target, classes, partial = self._fit_attributes(y, n_samples)
-        encoder = ENCODERS.get(self.encoder) if isinstance(self.encoder, str) else self.encoder
+        encoder = encoder_class(self.encoder)
         size = activation_size(
             encoder, *self.input_shape_, self.embedding_dim, self.encoder_params or {}
         )
@@ -757,7 +749,7 @@ class BasePrototypeClusterer(
 
         Returns
         -------
-        embeddings : ndarray of shape (n_samples, embedding_dim)
+        embeddings : ndarray of shape (n_samples, n_features_out)
             Same as ``fit(X, y).transform(X)``.
         """
         return self._fit(X, y, groups, return_embeddings=True)
@@ -891,8 +883,8 @@ class BasePrototypeClusterer(
 
         Returns
         -------
-        prototypes : ndarray of shape (n_prototypes, embedding_dim)
-            L2-normalised prototypes.
+        prototypes : ndarray of shape (n_prototypes, n_features_out)
+            L2-normalised prototypes, as wide as the embeddings.
         attributes : ndarray of shape (n_prototypes, n_attributes)
             Attribute values of each prototype.
 
@@ -921,7 +913,8 @@ class BasePrototypeClusterer(
         Parameters
         ----------
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
-            ECG signals with the lead count and duration seen in ``fit``.
+            ECG signals with the lead count and duration seen in ``fit``
+            (longer ones too, where ``longer_signals="average"``).
         sampling_rate : float, default=None
             Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
             was given; ``X`` is brought to the model's rate. Needs a model
@@ -929,8 +922,10 @@ class BasePrototypeClusterer(
 
         Returns
         -------
-        embeddings : ndarray of shape (n_samples, embedding_dim), dtype float32
-            Unit-norm embeddings, comparable with ``prototypes_``.
+        embeddings : ndarray of shape (n_samples, n_features_out), dtype float32
+            Unit-norm embeddings, comparable with ``prototypes_``:
+            ``embedding_dim`` columns per net (``ensemble_size`` nets for
+            an ensemble).
         """
         check_is_fitted(self, "net_")
         return self._embed_input(X, sampling_rate)
@@ -1112,6 +1107,8 @@ def _join(outputs):
     """Unit rows of each net's outputs side by side, divided by sqrt(number of nets):
     unit vectors whose cosine similarity is the mean of the nets'. One net: its
     normalised outputs."""
+    if len(outputs) == 1:
+        return F.normalize(outputs[0], dim=1).numpy()
     joined = torch.cat([F.normalize(out, dim=1) for out in outputs], dim=1)
     return (joined / math.sqrt(len(outputs))).numpy()
 
@@ -1236,7 +1233,7 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
             for n, v in t.items()
             if n.startswith(f"{name}encoder.")
         }
-        check_encoder_shapes(net, weights)
+        check_encoder_shapes(partial(net.module, **net.get_params_for("module")), weights)
         with torch.random.fork_rng(devices=[]):  # the weights are overwritten below
             net.initialize()
         net.module_.load_state_dict(weights, strict=True)

@@ -643,14 +643,15 @@ def resolve_device(saved, device, path):
     return "cpu"
 
 
-def check_encoder_shapes(net, weights):
-    """Compare the encoder that the parameters build with the weights, allocating nothing.
+def check_encoder_shapes(build, weights):
+    """Compare the encoder that ``build()`` makes from the saved parameters with the
+    weights, allocating nothing.
 
     The module is built on the meta device (shapes without storage), so that
     parameters describing a huge network are refused before it exists.
     """
     with torch.device("meta"):
-        module = net.module(**net.get_params_for("module"))
+        module = build()
     expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     found = {k: tuple(v.shape) for k, v in weights.items()}
     if expected.keys() != found.keys():

@@ -13,6 +13,7 @@ it as ``pretrained`` starts its encoder from it.
 
 import os
 from collections.abc import Mapping
+from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -31,13 +32,13 @@ from sklearn.utils.validation import (
     check_is_fitted,
     validate_data,
 )
-from torch import nn
 
 from ._doc_link import DocLinkMixin
 from ._persistence import (
     PRETRAINER_FIELDS,
     CallerError,
     InvalidModelFileError,
+    check_encoder_shapes,
     check_fields,
     check_load_args,
     class_name,
@@ -49,7 +50,7 @@ from ._persistence import (
     write_model_file,
 )
 from ._utils import _draw_seed
-from .nn._encoders import ENCODERS, CNNEncoder
+from .nn._encoders import ENCODERS, CNNEncoder, encoder_class
 
 __all__ = ["ContrastivePretrainer", "clocs_loss"]
 
@@ -250,15 +251,7 @@ class ContrastivePretrainer(
         self.verbose = verbose
 
     def _build_encoder(self, input_shape):
-        if isinstance(self.encoder, str):
-            encoder = ENCODERS[self.encoder]
-        elif issubclass(self.encoder, nn.Module):
-            encoder = self.encoder
-        else:
-            raise TypeError(
-                "encoder must be 'cnn', 'resnet' or a torch.nn.Module subclass; "
-                f"got the class {self.encoder.__name__}."
-            )
+        encoder = encoder_class(self.encoder)
         return encoder(*input_shape, self.embedding_dim, **(self.encoder_params or {}))
 
     def _views(self, X, generator):
@@ -508,11 +501,7 @@ def _rebuild(cls, document, tensors, path, device, encoder):
     pretrainer._validate_params()
     input_shape = tuple(document["input_shape"])
     weights = {k.removeprefix("encoder."): v for k, v in tensors.items()}
-    # Shapes first, on the meta device: parameters describing a huge network
-    # are refused before it exists.
-    with torch.device("meta"):
-        expected = pretrainer._build_encoder(input_shape).state_dict()
-    check_weights(expected, weights, "the file's")
+    check_encoder_shapes(partial(pretrainer._build_encoder, input_shape), weights)
     module = pretrainer._build_encoder(input_shape)
     module.load_state_dict(weights, strict=True)
     pretrainer.encoder_ = module.to(pretrainer.device).eval()
@@ -523,7 +512,7 @@ def _rebuild(cls, document, tensors, path, device, encoder):
     return pretrainer
 
 
-def check_weights(target, weights, what):
+def _check_weights(target, weights):
     """Raise ValueError unless ``weights`` has the keys and shapes of the state dict ``target``."""
     problems = sorted(set(target) ^ set(weights))
     problems += [
@@ -533,7 +522,7 @@ def check_weights(target, weights, what):
     ]
     if problems:
         raise ValueError(
-            f"{what} encoder does not fit this one (build both with the same encoder, "
+            "The pretrained encoder does not fit this one (build both with the same encoder, "
             "encoder_params, embedding_dim and leads; the CNN with the same time points): "
             f"{', '.join(problems[:5])}."
         )
@@ -552,6 +541,6 @@ def init_encoder(module, pretrained):
         pretrained = pretrained.encoder_.state_dict()
     if not isinstance(pretrained, Mapping):
         raise TypeError(f"pretrained must be a fitted ContrastivePretrainer; got {pretrained!r}.")
-    check_weights(module.state_dict(), pretrained, "The pretrained")
+    _check_weights(module.state_dict(), pretrained)
     module.load_state_dict(pretrained)
     return module

@@ -18,7 +18,7 @@ from .._doc_link import DocLinkMixin
 from .._utils import _draw_seed, _silent
 from ..nn import ArrayDataset, CROCSNet
 from ..nn._callbacks import early_stopping_callbacks
-from ..nn._encoders import ENCODERS
+from ..nn._encoders import encoder_class
 
 __all__ = ["map_clusters"]
 
@@ -219,8 +219,7 @@ class NeuralBaseline(
     """
 
     def _make_encoder(self, n_leads, n_timepoints):
-        encoder = ENCODERS[self.encoder] if isinstance(self.encoder, str) else self.encoder
-        return encoder(
+        return encoder_class(self.encoder)(
             in_channels=n_leads,
             n_timepoints=n_timepoints,
             embedding_dim=self.embedding_dim,

@@ -402,3 +402,16 @@ class ResNet1dEncoder(nn.Module):
 
 # The encoders that estimators accept by name (``encoder="cnn"``).
 ENCODERS = {"cnn": CNNEncoder, "resnet": ResNet1dEncoder}
+
+
+def encoder_class(encoder):
+    """The class an estimator's ``encoder`` parameter names: "cnn", "resnet" or a
+    torch.nn.Module subclass itself."""
+    if isinstance(encoder, str):
+        return ENCODERS[encoder]
+    if issubclass(encoder, nn.Module):  # parameter validation let only classes through
+        return encoder
+    raise TypeError(
+        "encoder must be 'cnn', 'resnet' or a torch.nn.Module subclass; "
+        f"got the class {encoder.__name__}."
+    )
