@@ -361,7 +361,7 @@ RUN_DOC = """device : str or torch.device, default="cpu"
         starts at random): a fitted pretrainer as it is, an unfitted one
         cloned with this estimator's encoder settings and fitted in ``fit``
         on every ECG of ``X`` (with ``groups`` as its patients when ``fit``
-        takes them, and with this estimator's seed when its
+        takes them; seeded by this estimator when the pretrainer's
         ``random_state`` is None). Wrap a fitted one in
         :class:`sklearn.frozen.FrozenEstimator` to keep it fitted through
         cloning (grid searches)."""
