@@ -2,7 +2,8 @@
 
 :class:`SignalMixin` validates ECG signals (every estimator that takes
 them); :class:`NeuralEstimatorMixin` adds the patient-grouped validation
-split and the assembly of the skorch net (the neural baselines);
+split, the pretrained encoder and the assembly of the skorch net (the
+neural baselines);
 :class:`BasePrototypeClusterer` is the whole estimator of one prototype per
 attribute combination, whose subclasses (``CROCSClusterer``, the baselines'
 ``DTC``) choose the loss and their parameters.
@@ -143,9 +144,10 @@ class SignalMixin:
 
 
 class NeuralEstimatorMixin(SignalMixin):
-    """The device check, the patient-grouped validation split and the skorch net of a neural
-    estimator with the parameters ``device``, ``lr``, ``max_epochs``, ``batch_size``,
-    ``verbose`` and (for the split) ``validation_fraction``.
+    """The device check, the patient-grouped validation split, the pretrained encoder and the
+    skorch net of a neural estimator with the parameters ``device``, ``lr``, ``max_epochs``,
+    ``batch_size``, ``verbose``, (for the split) ``validation_fraction`` and (for the
+    pretraining) ``pretrained``, ``encoder``, ``encoder_params`` and ``embedding_dim``.
     """
 
     def _check_device(self):
@@ -201,6 +203,56 @@ class NeuralEstimatorMixin(SignalMixin):
                 "validation_fraction=None."
             )
         return train, valid
+
+    def _pretrain(self, X, groups, seed, *, lazy=False):
+        """The fitted pretrainer that starts the encoder (fitted here on X if need be), or None.
+
+        Reads the ``pretrained`` parameter; sets ``pretrainer_`` and ``pretraining_time_``.
+        """
+        self.pretrainer_, self.pretraining_time_ = None, 0.0
+        pretrainer = self.pretrained
+        if isinstance(pretrainer, FrozenEstimator):
+            pretrainer = pretrainer.estimator
+        if pretrainer is None:
+            return None
+        if not isinstance(pretrainer, ContrastivePretrainer):
+            raise TypeError(
+                "pretrained must be a ContrastivePretrainer (fitted or not), possibly wrapped "
+                f"in a FrozenEstimator; got {type(pretrainer).__name__}."
+            )
+        if not hasattr(pretrainer, "encoder_"):
+            if lazy:
+                raise ValueError(
+                    "An unfitted pretrained= pretrains on X in memory, but X is read lazily. "
+                    "Fit the ContrastivePretrainer beforehand and pass it fitted."
+                )
+            # The pretrained encoder must be the net's: it takes the estimator's settings.
+            pretrainer = clone(pretrainer).set_params(
+                encoder=self.encoder,
+                encoder_params=self.encoder_params,
+                embedding_dim=self.embedding_dim,
+                device=self._training_device(),
+            )
+            if pretrainer.random_state is None:
+                pretrainer.set_params(random_state=seed)
+            start = time.perf_counter()
+            pretrainer.fit(X, groups=groups)
+            self.pretraining_time_ = time.perf_counter() - start
+        self.pretrainer_ = pretrainer
+        return pretrainer
+
+    def _encoder_of(self, module):
+        """The encoder within the net's module (the module itself here)."""
+        return module
+
+    def _fit_net(self, net, X, y, pretrainer):
+        """``net.fit(X, y)``, its encoder starting from ``pretrainer``'s unless that is None."""
+        if pretrainer is None:
+            return net.fit(X, y)
+        # skorch's fit is initialize + partial_fit: the encoder starts pretrained.
+        net.initialize()
+        init_encoder(self._encoder_of(net.module_), pretrainer)
+        return net.partial_fit(X, y)
 
     def _assemble_net(self, net_class, *, seed, valid_dataset, callbacks, **params):
         """A skorch net of ``net_class`` with the training settings every estimator shares.
@@ -579,40 +631,6 @@ class BasePrototypeClusterer(
         train, valid = self._split(n_samples, groups, seed, classes, stacklevel=6)
         return _Training(X, lazy, codec, class_index, target, partial, seed, train, valid, groups)
 
-    def _pretrain(self, data):
-        """The fitted pretrainer that starts the encoder (fitted here on X if need be), or None."""
-        self.pretrainer_, self.pretraining_time_ = None, 0.0
-        pretrainer = self.pretrained
-        if isinstance(pretrainer, FrozenEstimator):
-            pretrainer = pretrainer.estimator
-        if pretrainer is None:
-            return None
-        if not isinstance(pretrainer, ContrastivePretrainer):
-            raise TypeError(
-                "pretrained must be a ContrastivePretrainer (fitted or not), possibly wrapped "
-                f"in a FrozenEstimator; got {type(pretrainer).__name__}."
-            )
-        if not hasattr(pretrainer, "encoder_"):
-            if data.lazy:
-                raise ValueError(
-                    "An unfitted pretrained= pretrains on X in memory, but X is read lazily. "
-                    "Fit the ContrastivePretrainer beforehand and pass it fitted."
-                )
-            # The pretrained encoder must be the net's: it takes the estimator's settings.
-            pretrainer = clone(pretrainer).set_params(
-                encoder=self.encoder,
-                encoder_params=self.encoder_params,
-                embedding_dim=self.embedding_dim,
-                device=self._training_device(),
-            )
-            if pretrainer.random_state is None:
-                pretrainer.set_params(random_state=data.seed)
-            start = time.perf_counter()
-            pretrainer.fit(data.X, groups=data.groups)
-            self.pretraining_time_ = time.perf_counter() - start
-        self.pretrainer_ = pretrainer
-        return pretrainer
-
     def _train(self, data):
         """Fit ``net_`` on the training rows of X, early-stopping on the validation rows."""
         # Training and validation sets are index sets into X, not copies of it.
@@ -625,7 +643,7 @@ class BasePrototypeClusterer(
             )  # fmt: skip
 
         valid_dataset = None if data.valid is None else dataset(data.valid)
-        pretrainer = self._pretrain(data)
+        pretrainer = self._pretrain(data.X, data.groups, data.seed, lazy=data.lazy)
         device = torch.device(self._training_device())
         # Rows of y with missing values only: with none, the loss is unchanged.
         partial = data.partial if len(data.partial) else None
@@ -639,13 +657,7 @@ class BasePrototypeClusterer(
                     codec=data.codec, class_index=data.class_index,
                 )  # fmt: skip
                 train = dataset(None if data.valid is None else data.train)
-                if pretrainer is None:
-                    net.fit(train, None)
-                else:
-                    # skorch's fit is initialize + partial_fit: the encoder starts pretrained.
-                    net.initialize()
-                    init_encoder(net.module_, pretrainer)
-                    net.partial_fit(train, None)
+                self._fit_net(net, train, None, pretrainer)
             # predefined_split holds the validation ECGs: a fitted model (and so any
             # file it is saved to) must not carry training data.
             net.train_split = None

@@ -42,6 +42,7 @@ TRAINING_CONSTRAINTS = {
         "device",
         "random_state",
         "verbose",
+        "pretrained",
     )
 }
 # DeepCluster and SeLA redraw their pseudo-labels every epoch, so their loss
@@ -214,9 +215,13 @@ class NeuralBaseline(
     Subclasses implement ``_build(n_leads, n_timepoints, seed)`` returning
     ``(module, criterion, callbacks)``; the module is an
     :class:`EncoderModule` whose ``encoder`` gives the embeddings. Input
-    checks, the validation split and the net's training settings are
-    CROCSClusterer's (:class:`~sklearn_crocs._base.NeuralEstimatorMixin`).
+    checks, the validation split, the pretrained encoder and the net's
+    training settings are CROCSClusterer's
+    (:class:`~sklearn_crocs._base.NeuralEstimatorMixin`).
     """
+
+    def _encoder_of(self, module):
+        return module.encoder
 
     def _make_encoder(self, n_leads, n_timepoints):
         return encoder_class(self.encoder)(
@@ -236,6 +241,7 @@ class NeuralBaseline(
             # The patient-grouped split (and its warning without groups), not
             # stratified: the baselines' targets are no classes.
             train, valid = self._split(len(X), groups, seed, None)
+        pretrainer = self._pretrain(X, groups, seed)
         callbacks = []
         if valid is not None:
             sink = print if self.verbose else _silent
@@ -253,7 +259,7 @@ class NeuralBaseline(
                 criterion=criterion,
                 device=self.device,
             )
-            net.fit(X[train], targets[train])
+            self._fit_net(net, X[train], targets[train], pretrainer)
         net.train_split = None  # a fitted model holds no training ECGs
         self.net_ = net
         self.n_iter_ = len(net.history)
@@ -264,7 +270,7 @@ class NeuralBaseline(
         net = self.net_ if net is None else net
         net.module_.train(False)
         batch_size = net.inference_batch_size()
-        encoder = net.module_.encoder
+        encoder = self._encoder_of(net.module_)
         with torch.inference_mode():
             parts = [
                 encoder(part.to(net.device)).float().cpu()
@@ -321,8 +327,8 @@ def n_combinations(frame):
     return int(np.prod(frame.nunique().to_numpy()))
 
 
-# Shared parameter descriptions, substituted for "{training}" and "{early_stopping}"
-# in the docstrings of the neural baselines.
+# Shared descriptions, substituted for "{training}", "{early_stopping}", "{run}" and
+# "{pretraining}" (attributes) in the docstrings of the neural baselines.
 TRAINING_DOC = """encoder : {"cnn", "resnet"} or nn.Module subclass, default=CROCSClusterer's
         The encoder, as in :class:`~sklearn_crocs.CROCSClusterer`.
     encoder_params : dict, default=CROCSClusterer's
@@ -348,7 +354,24 @@ RUN_DOC = """device : str or torch.device, default="cpu"
         Seeds the initialisation, the batch order, the random parts of the
         method and its k-means. The global random states are left alone.
     verbose : int, default=0
-        ``1`` prints one line per epoch."""
+        ``1`` prints one line per epoch.
+    pretrained : ContrastivePretrainer, default=None
+        Start the encoder from a self-supervised pretraining, as in
+        :class:`~sklearn_crocs.CROCSClusterer` (the rest of the network
+        starts at random): a fitted pretrainer as it is, an unfitted one
+        cloned with this estimator's encoder settings and fitted in ``fit``
+        on every ECG of ``X`` (with ``groups`` as its patients when ``fit``
+        takes them; seeded by this estimator when the pretrainer's
+        ``random_state`` is None). Wrap a fitted one in
+        :class:`sklearn.frozen.FrozenEstimator` to keep it fitted through
+        cloning (grid searches)."""
+PRETRAINING_ATTRIBUTES_DOC = """pretrainer_ : ContrastivePretrainer or None
+        The fitted pretrainer whose encoder started training (the one fitted
+        in ``fit`` when ``pretrained`` was unfitted); None without
+        ``pretrained``.
+    pretraining_time_ : float
+        Seconds that ``fit`` spent pretraining (0 when ``pretrained`` was
+        None or fitted already)."""
 
 
 def fill_doc(cls):
@@ -357,5 +380,6 @@ def fill_doc(cls):
         cls.__doc__.replace("{training}", TRAINING_DOC)
         .replace("{early_stopping}", EARLY_STOPPING_DOC)
         .replace("{run}", RUN_DOC)
+        .replace("{pretraining}", PRETRAINING_ATTRIBUTES_DOC)
     )
     return cls

@@ -188,6 +188,7 @@ class DeepCluster(AttributeMapMixin, NeuralBaseline):
         Attributes of each cluster; only when ``fit`` was given ``y``.
     n_iter_ : int
         Epochs run.
+    {pretraining}
     n_features_in_ : int
         Number of values per training ECG.
     input_shape_ : tuple of int
@@ -259,6 +260,7 @@ class DeepCluster(AttributeMapMixin, NeuralBaseline):
         device="cpu",
         random_state=None,
         verbose=0,
+        pretrained=None,
     ):
         self.n_clusters = n_clusters
         self.n_init = n_init
@@ -274,6 +276,7 @@ class DeepCluster(AttributeMapMixin, NeuralBaseline):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.pretrained = pretrained
 
     def _build(self, n_leads, n_timepoints, seed):
         module = ClusterHead(

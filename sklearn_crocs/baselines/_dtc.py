@@ -219,7 +219,7 @@ class DTC(BasePrototypeClusterer):
         **TRAINING_CONSTRAINTS,
         **{
             name: CROCSClusterer._parameter_constraints[name]
-            for name in ("tau_w", "prototypes", "class_attribute", "pretrained")
+            for name in ("tau_w", "prototypes", "class_attribute")
         },
         "alpha": [Interval(Real, 0, None, closed="neither")],
     }

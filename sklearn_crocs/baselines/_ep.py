@@ -128,6 +128,7 @@ class KMeansEP(AttributeMapMixin, NeuralBaseline):
         Attributes of each cluster.
     n_iter_ : int
         Epochs run.
+    {pretraining}
     n_features_in_ : int
         Number of values per training ECG.
     input_shape_ : tuple of int
@@ -197,6 +198,7 @@ class KMeansEP(AttributeMapMixin, NeuralBaseline):
         device="cpu",
         random_state=None,
         verbose=0,
+        pretrained=None,
     ):
         self.n_prototypes = n_prototypes
         self.n_clusters = n_clusters
@@ -217,6 +219,7 @@ class KMeansEP(AttributeMapMixin, NeuralBaseline):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.pretrained = pretrained
 
     def _n_clusters_out(self):
         return self.n_clusters_

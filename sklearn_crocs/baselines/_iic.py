@@ -221,6 +221,7 @@ class IIC(AttributeMapMixin, NeuralBaseline):
         Attributes of each cluster; only when ``fit`` was given ``y``.
     n_iter_ : int
         Epochs run.
+    {pretraining}
     n_features_in_ : int
         Number of values per training ECG.
     input_shape_ : tuple of int
@@ -285,6 +286,7 @@ class IIC(AttributeMapMixin, NeuralBaseline):
         device="cpu",
         random_state=None,
         verbose=0,
+        pretrained=None,
     ):
         self.n_clusters = n_clusters
         self.n_overclusters = n_overclusters
@@ -303,6 +305,7 @@ class IIC(AttributeMapMixin, NeuralBaseline):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.pretrained = pretrained
 
     def _build(self, n_leads, n_timepoints, seed):
         over = 5 * self.n_clusters if self.n_overclusters is None else self.n_overclusters

@@ -162,6 +162,7 @@ class SeLA(AttributeMapMixin, NeuralBaseline):
         Attributes of each cluster; only when ``fit`` was given ``y``.
     n_iter_ : int
         Epochs run.
+    {pretraining}
     n_features_in_ : int
         Number of values per training ECG.
     input_shape_ : tuple of int
@@ -223,6 +224,7 @@ class SeLA(AttributeMapMixin, NeuralBaseline):
         device="cpu",
         random_state=None,
         verbose=0,
+        pretrained=None,
     ):
         self.n_clusters = n_clusters
         self.sinkhorn_lambda = sinkhorn_lambda
@@ -238,6 +240,7 @@ class SeLA(AttributeMapMixin, NeuralBaseline):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.pretrained = pretrained
 
     def _build(self, n_leads, n_timepoints, seed):
         module = MultiHead(

@@ -1,16 +1,24 @@
 """Each baseline separates an easy two-cluster problem; the shared API around them."""
 
+import inspect
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn.base import clone
+from sklearn.cluster import KMeans
 from sklearn.frozen import FrozenEstimator
 from sklearn.metrics import adjusted_rand_score
 from torch import nn
 
-from sklearn_crocs import CROCSClusterer, InvalidModelFileError, PrototypeRetriever
+from sklearn_crocs import (
+    ContrastivePretrainer,
+    CROCSClusterer,
+    InvalidModelFileError,
+    PrototypeRetriever,
+)
 from sklearn_crocs.baselines import (
     DTC,
     DTCR,
@@ -330,3 +338,90 @@ def test_sela_loss_is_the_mean_over_heads_of_each_heads_cross_entropy():
     ]
     loss = nn.CrossEntropyLoss()(logits, targets)
     assert loss.item() == pytest.approx(torch.stack(per_head).mean().item(), rel=1e-6)
+
+
+# ------------------------------------------------ pretrained= of the neural baselines
+PRETRAINABLE = {DeepCluster: {"n_clusters": 2}, IIC: {"n_clusters": 2}, SeLA: {"n_clusters": 2},
+                DTCR: {"n_clusters": 2}, KMeansEP: {}}  # fmt: skip
+TINY_ENCODER = {"encoder": "resnet", "encoder_params": {"channels": (4, 8)}, "embedding_dim": 4}
+# One step of a learning rate too small to move the weights: the encoder keeps its start.
+STILL = {"batch_size": 24, "lr": 1e-12}
+
+
+def tiny_ecgs():
+    rng = np.random.RandomState(0)
+    X = rng.randn(24, 2, 128).astype(np.float32)
+    return X, pd.DataFrame({"kind": np.repeat([0, 1], 12)}), np.arange(24) // 2
+
+
+def tiny(cls, **params):
+    return cls(**PRETRAINABLE[cls], **TINY_ENCODER, max_epochs=1, random_state=0, **params)
+
+
+def takes_groups(model):
+    return "groups" in inspect.signature(model.fit).parameters
+
+
+def fit(model, X, y, groups):
+    return model.fit(X, y, **({"groups": groups} if takes_groups(model) else {}))
+
+
+def start_of(model):
+    return dict(model.net_.module_.encoder.named_parameters())
+
+
+@pytest.fixture(scope="module")
+def pretrainer():
+    return ContrastivePretrainer(**TINY_ENCODER, max_epochs=1, random_state=1).fit(tiny_ecgs()[0])
+
+
+@pytest.mark.parametrize("cls", PRETRAINABLE)
+def test_a_fitted_pretrainer_starts_the_baselines_encoder(cls, pretrainer):
+    X, y, groups = tiny_ecgs()
+    # Cloned as in a grid search: FrozenEstimator keeps it fitted.
+    model = fit(clone(tiny(cls, pretrained=FrozenEstimator(pretrainer), **STILL)), X, y, groups)
+    start = start_of(model)
+    for name, value in pretrainer.encoder_.named_parameters():
+        torch.testing.assert_close(start[name], value)
+    assert model.pretrainer_ is pretrainer and model.pretraining_time_ == 0
+    random = start_of(fit(tiny(cls, **STILL), X, y, groups))
+    assert not torch.allclose(random["head.2.weight"], start["head.2.weight"])
+
+
+@pytest.mark.parametrize("cls", PRETRAINABLE)
+def test_an_unfitted_pretrainer_is_fitted_in_fit_with_the_baselines_encoder(cls):
+    X, y, groups = tiny_ecgs()
+    given = ContrastivePretrainer(max_epochs=1, random_state=0)
+    model = fit(tiny(cls, pretrained=given, **STILL), X, y, groups)
+    assert not hasattr(given, "encoder_")  # the parameter is left as it was
+    assert model.pretraining_time_ > 0
+    fitted = model.pretrainer_
+    assert {k: fitted.get_params()[k] for k in TINY_ENCODER} == TINY_ENCODER
+    # Fitted on X (with the patients where fit takes them), it started the net.
+    by_hand = ContrastivePretrainer(**TINY_ENCODER, max_epochs=1, random_state=0)
+    by_hand.fit(X, groups=groups if takes_groups(model) else None)
+    np.testing.assert_array_equal(fitted.transform(X), by_hand.transform(X))
+    start = start_of(model)
+    for name, value in fitted.encoder_.named_parameters():
+        torch.testing.assert_close(start[name], value)
+
+
+@pytest.mark.parametrize("cls", PRETRAINABLE)
+def test_pretrained_must_be_a_contrastive_pretrainer(cls):
+    X, y, groups = tiny_ecgs()
+    with pytest.raises(TypeError, match="'pretrained' parameter"):
+        fit(tiny(cls, pretrained="encoder.safetensors"), X, y, groups)
+    with pytest.raises(TypeError, match="must be a ContrastivePretrainer.*got KMeans"):
+        fit(tiny(cls, pretrained=FrozenEstimator(KMeans())), X, y, groups)
+
+
+@pytest.mark.parametrize("cls", PRETRAINABLE)
+def test_a_refit_without_pretrained_is_a_plain_fit(cls, pretrainer):
+    X, y, groups = tiny_ecgs()
+    plain = fit(tiny(cls), X, y, groups)
+    model = fit(tiny(cls, pretrained=pretrainer), X, y, groups)
+    assert not np.allclose(model.transform(X), plain.transform(X))
+    fit(model.set_params(pretrained=None), X, y, groups)
+    assert model.pretrainer_ is None and model.pretraining_time_ == 0
+    np.testing.assert_array_equal(model.transform(X), plain.transform(X))
+    np.testing.assert_array_equal(model.labels_, plain.labels_)
