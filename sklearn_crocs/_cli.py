@@ -233,6 +233,14 @@ def _parser():
         default=None,
         help="fraction of the records held out for early stopping (default: none)",
     )
+    fit.add_argument(
+        "--ensemble-size",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="train N nets from consecutive seeds and average their similarities: N "
+        "times the fit time, more accurate (default: 1)",
+    )
     fit.add_argument("--random-state", type=int, default=0)
 
     predict = sub.add_parser(

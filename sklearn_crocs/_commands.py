@@ -519,6 +519,7 @@ def fit(args):
             "batch_size",
             "lr",
             "validation_fraction",
+            "ensemble_size",
         )
         if getattr(args, name) is not None
     }

@@ -388,6 +388,25 @@ def test_fit_on_the_bundled_ptbxl_sample(tmp_path):
     assert set(table["class"]) <= {"ABN", "NORM"}
 
 
+def test_fit_ensemble_size_trains_that_many_nets(ludb_arrays, tmp_path):
+    from sklearn_crocs import CROCSClusterer
+
+    folder, _ = ludb_arrays
+    model = tmp_path / "model"
+    argv = ["fit", folder / "ludb100.npz", "--sampling-rate", 100, "--labels"]
+    argv += [folder / "labels.csv", "--attributes", "rhythm,sex", "--model", model]
+    argv += [*TINY, "--ensemble-size", "2", "--quiet"]
+    status, _, err = run(*argv)
+    assert status == 0, err
+    fitted = CROCSClusterer.load(model / "model.safetensors")
+    assert fitted.ensemble_size == 2 and len(fitted.nets_) == 2
+    # predict reads the two nets' embeddings.
+    status, _, err = run("predict", folder / "ludb100.npz", "--sampling-rate", 100,
+                         "--model", model, "--out", tmp_path / "p.csv")  # fmt: skip
+    assert status == 0, err
+    assert len(pd.read_csv(tmp_path / "p.csv")) == 102
+
+
 def _cli_default_rate():
     from sklearn_crocs import CROCSClusterer
 
