@@ -11,7 +11,8 @@ Protocol (the data and folds of ``bench_unlabelled.py --validation``):
   ECG labelled;
 - fits, all ``CROCSClusterer()`` with its defaults and ``random_state=seed``:
   from a random initialisation, or with ``pretrained=ContrastivePretrainer(
-  method=...)`` for ``cmsc`` (CLOCS) and ``augment``. In (a) the pretrainer
+  method=...)`` for ``cmsc`` (CLOCS) and ``augment`` (``--methods``: others,
+  e.g. CLOCS's lead views ``cmlc`` and ``cmsmlc``). In (a) the pretrainer
   is unfitted and fitted in ``fit`` on every ECG of the fold's training
   patients (labelled or not, no label used); (b) has the same signals, so it
   reuses that fit's ``pretrainer_`` (one pretraining, many fits);
@@ -24,6 +25,7 @@ Usage::
 
     python benchmarks/bench_pretraining.py [--seeds 0 1 2] [--folds 2]
     python benchmarks/bench_pretraining.py --params '{"amplitude_jitter": 0.5}'
+    python benchmarks/bench_pretraining.py --methods cmlc cmsmlc
     python benchmarks/bench_pretraining.py --quick   # one seed, 2 epochs: a smoke test
 """
 
@@ -62,7 +64,7 @@ def folds(seed, n_folds):
         yield X[train], y.iloc[train].reset_index(drop=True), groups[train], X[valid], y.iloc[valid]
 
 
-def run_fold(seed, fold, params, quick):
+def run_fold(seed, fold, params, quick, methods=METHODS):
     X, y, groups, X_score, y_score = fold
     kept = np.random.RandomState(seed).choice(
         np.unique(groups), size=round(LABELLED * len(np.unique(groups))), replace=False
@@ -72,7 +74,7 @@ def run_fold(seed, fold, params, quick):
     pretrain_extra = {"max_epochs": 2} if quick else {}
     rows, fitted = {}, {}
     for setting, y_fit in zip(SETTINGS, (y_semi, y)):
-        for init in (RANDOM, *METHODS):
+        for init in (RANDOM, *methods):
             if init == RANDOM:
                 pretrained = None
             elif init in fitted:  # the same signals: the pretraining is reused
@@ -106,6 +108,9 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--folds", type=int, default=2, help="scored folds (of 4) per seed")
     parser.add_argument("--params", type=json.loads, default={}, help="ContrastivePretrainer")
+    parser.add_argument(
+        "--methods", nargs="+", default=list(METHODS), help="ContrastivePretrainer methods"
+    )
     parser.add_argument("--quick", action="store_true", help="one seed, 2 epochs: a smoke test")
     args = parser.parse_args(argv)
     seeds, n_folds = (args.seeds[:1], 1) if args.quick else (args.seeds, args.folds)
@@ -118,7 +123,7 @@ def main(argv=None):
     tables = []
     for seed in seeds:
         for fold in folds(seed, n_folds):
-            tables.append(run_fold(seed, fold, args.params, args.quick))
+            tables.append(run_fold(seed, fold, args.params, args.quick, args.methods))
         print(f"seed {seed} done ({time.perf_counter() - start:.0f} s)", flush=True)
     _, _, text = mean_std(tables)
     scores = [c for c in text.columns if c[1] == "Acc"] + [("class", "AMI")]

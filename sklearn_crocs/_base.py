@@ -235,6 +235,7 @@ class NeuralEstimatorMixin(SignalMixin):
             )
             if pretrainer.random_state is None:
                 pretrainer.set_params(random_state=seed)
+            pretrainer._check_starts(X.shape[1:])  # before spending the pretraining
             start = time.perf_counter()
             pretrainer.fit(X, groups=groups)
             self.pretraining_time_ = time.perf_counter() - start

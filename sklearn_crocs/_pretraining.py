@@ -128,7 +128,12 @@ class ContrastivePretrainer(
     ``"cmsmlc"``; with ``"cmsc"``, ``"cmsmlc"`` and ``"augment"`` it sees
     shorter signals than the recordings, which the ResNet (it pools over
     time) embeds at any length, the CNN (its linear layer takes one length)
-    not.
+    not. As ``pretrained=`` of an estimator, a single-lead encoder starts a
+    multi-lead one with each filter of its first layer spread evenly over
+    the leads (the "inflation" of Carreira & Zisserman, 2017: three copies
+    of a lead are read as the single-lead encoder read it); a pretraining
+    whose encoder cannot start the estimator's (the CNN with shorter views)
+    is refused before it runs.
 
     Read more in the :ref:`User Guide <pretraining>`.
 
@@ -277,6 +282,25 @@ class ContrastivePretrainer(
             scale = self.noise * views.std(dim=-1, keepdim=True)
             views = views + scale * torch.randn(views.shape, generator=generator)
         return views
+
+    def _check_starts(self, input_shape):
+        """Raise ValueError, before any training, unless the encoder this pretrainer fits on
+        recordings of ``input_shape`` (leads, samples) can start one built for them."""
+        self._check_views(*input_shape)
+        views = tuple(self._views(torch.zeros(1, *input_shape), torch.Generator()).shape[2:])
+        try:
+            with torch.device("meta"):
+                fit_weights(
+                    self._build_encoder(input_shape).state_dict(),
+                    self._build_encoder(views).state_dict(),
+                )
+        except ValueError as exc:
+            raise ValueError(
+                f"method={self.method!r} pretrains the encoder on views of {views[0]} lead(s) x "
+                f"{views[1]} samples, and with encoder={self.encoder!r} its weights cannot "
+                f"start the estimator's for {input_shape[0]} x {input_shape[1]}: {exc} The "
+                "ResNet embeds any length; the CNN only the length it was built for."
+            ) from None
 
     def _check_views(self, n_leads, n_samples):
         if self.method in ("cmsc", "cmsmlc") and n_samples < 2:
@@ -512,20 +536,37 @@ def _rebuild(cls, document, tensors, path, device, encoder):
     return pretrainer
 
 
-def _check_weights(target, weights):
-    """Raise ValueError unless ``weights`` has the keys and shapes of the state dict ``target``."""
+def fit_weights(target, weights):
+    """``weights`` shaped for the state dict ``target``, or ValueError.
+
+    The keys and shapes must be equal, with one exception: a single-lead
+    encoder (``method="cmlc"`` or ``"cmsmlc"``) starts a multi-lead one by
+    spreading each filter of its first layer evenly over the leads (the
+    "inflation" of Carreira & Zisserman, 2017), so that the multi-lead
+    encoder first reads the mean of the leads as the pretrained one read a lead.
+    """
     problems = sorted(set(target) ^ set(weights))
-    problems += [
-        f"{key} {tuple(weights[key].shape)} != {tuple(value.shape)}"
-        for key, value in target.items()
-        if key in weights and weights[key].shape != value.shape
-    ]
+    fitted = {}
+    for key, value in target.items():
+        if key not in weights:
+            continue
+        weight = weights[key]
+        if (
+            weight.ndim >= 3
+            and weight.shape[1] == 1
+            and weight.shape[:1] + weight.shape[2:] == value.shape[:1] + value.shape[2:]
+        ):
+            weight = weight.expand(value.shape) / value.shape[1]
+        if weight.shape != value.shape:
+            problems.append(f"{key} {tuple(weights[key].shape)} != {tuple(value.shape)}")
+        fitted[key] = weight
     if problems:
         raise ValueError(
             "The pretrained encoder does not fit this one (build both with the same encoder, "
             "encoder_params, embedding_dim and leads; the CNN with the same time points): "
             f"{', '.join(problems[:5])}."
         )
+    return fitted
 
 
 def init_encoder(module, pretrained):
@@ -534,13 +575,13 @@ def init_encoder(module, pretrained):
     ``pretrained`` is a fitted :class:`ContrastivePretrainer` or a state dict;
     ``module`` must have the same keys and shapes (the same class,
     ``encoder_params``, ``embedding_dim`` and leads, and for the CNN the
-    same time points).
+    same time points), or be the multi-lead version of a single-lead
+    encoder (see :func:`fit_weights`).
     """
     if isinstance(pretrained, ContrastivePretrainer):
         check_is_fitted(pretrained)
         pretrained = pretrained.encoder_.state_dict()
     if not isinstance(pretrained, Mapping):
         raise TypeError(f"pretrained must be a fitted ContrastivePretrainer; got {pretrained!r}.")
-    _check_weights(module.state_dict(), pretrained)
-    module.load_state_dict(pretrained)
+    module.load_state_dict(fit_weights(module.state_dict(), pretrained))
     return module

@@ -14,7 +14,9 @@ from sklearn_crocs import (
     InvalidModelFileError,
     clocs_loss,
 )
+from sklearn_crocs._pretraining import init_encoder
 from sklearn_crocs.baselines import DTC
+from sklearn_crocs.nn import ResNet1dEncoder
 
 SMALL = {"channels": (8, 16)}
 TINY = {"encoder_params": {"channels": (4, 8)}, "embedding_dim": 4}
@@ -279,6 +281,44 @@ def test_an_encoder_of_another_shape_is_refused_clearly(pretrainer):
         model.fit(X, y)
     with pytest.raises(ValueError, match="does not fit this one"):
         CROCSClusterer(**TINY, max_epochs=1, pretrained=pretrainer).fit(X[:, :1], y)
+
+
+def test_a_single_lead_encoder_starts_a_multi_lead_one_on_the_mean_of_its_leads():
+    X = _signals(n=8)
+    single = ContrastivePretrainer(method="cmlc", **TINY, max_epochs=1, random_state=0).fit(X)
+    assert single.input_shape_ == (1, 128)
+    multi = init_encoder(ResNet1dEncoder(3, 128, 4, channels=(4, 8)), single).eval()
+    lead = torch.as_tensor(X[:, :1])
+    with torch.no_grad():
+        # Three copies of a lead: the multi-lead encoder reads what the single-lead one did.
+        torch.testing.assert_close(multi(lead.repeat(1, 3, 1)), single.encoder_.eval()(lead))
+    # Only a single-lead first layer is spread over the leads; any other mismatch is refused.
+    with pytest.raises(ValueError, match="does not fit this one"):
+        init_encoder(ResNet1dEncoder(3, 128, 8, channels=(4, 8)), single)
+
+
+@pytest.mark.parametrize("method", ["cmlc", "cmsmlc"])
+def test_lead_views_pretrain_a_multi_lead_fit(method):
+    X, y = _signals(n=24), np.repeat(["A", "B"], 12)
+    model = CROCSClusterer(**TINY, max_epochs=1, random_state=0,
+                           pretrained=ContrastivePretrainer(method=method, max_epochs=1))  # fmt: skip
+    model.fit(X, y)
+    assert model.pretrainer_.input_shape_[0] == 1 and model.pretraining_time_ > 0
+
+
+def test_a_pretraining_that_cannot_start_the_encoder_is_refused_before_it_runs(monkeypatch):
+    X, y = _signals(n=24, n_samples=1000), np.repeat(["A", "B"], 12)
+    cnn = {"encoder": "cnn", "embedding_dim": 4, "max_epochs": 1, "random_state": 0}
+    # The CNN's linear layer takes one length: half-length views cannot start it.
+    fit = ContrastivePretrainer.fit
+    monkeypatch.setattr(ContrastivePretrainer, "fit", lambda *a, **k: pytest.fail("pretrained"))
+    model = CROCSClusterer(**cnn, pretrained=ContrastivePretrainer(method="cmsc"))
+    with pytest.raises(ValueError, match=r"views of 2 lead\(s\) x 500 samples.*encoder='cnn'"):
+        model.fit(X, y)
+    # Whole-length single-lead views can.
+    monkeypatch.setattr(ContrastivePretrainer, "fit", fit)
+    model.set_params(pretrained=ContrastivePretrainer(method="cmlc", max_epochs=1)).fit(X, y)
+    assert model.pretrainer_.input_shape_ == (1, 1000)
 
 
 def test_an_unfitted_pretrainer_needs_x_in_memory(tmp_path):
