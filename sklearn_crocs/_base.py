@@ -56,7 +56,7 @@ from ._persistence import (
     resolve_encoder,
     write_model_file,
 )
-from ._pretraining import ContrastivePretrainer, init_encoder
+from ._pretraining import ContrastivePretrainer, check_starts, init_encoder
 from ._prototypes import FittedPrototypes
 from ._split import patient_split
 from ._utils import _device_problem, _draw_seed, _nearest, _silent
@@ -235,7 +235,7 @@ class NeuralEstimatorMixin(SignalMixin):
             )
             if pretrainer.random_state is None:
                 pretrainer.set_params(random_state=seed)
-            pretrainer._check_starts(X.shape[1:])  # before spending the pretraining
+            check_starts(pretrainer, X.shape[1:])  # before spending the pretraining
             start = time.perf_counter()
             pretrainer.fit(X, groups=groups)
             self.pretraining_time_ = time.perf_counter() - start

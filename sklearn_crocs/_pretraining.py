@@ -283,25 +283,6 @@ class ContrastivePretrainer(
             views = views + scale * torch.randn(views.shape, generator=generator)
         return views
 
-    def _check_starts(self, input_shape):
-        """Raise ValueError, before any training, unless the encoder this pretrainer fits on
-        recordings of ``input_shape`` (leads, samples) can start one built for them."""
-        self._check_views(*input_shape)
-        views = tuple(self._views(torch.zeros(1, *input_shape), torch.Generator()).shape[2:])
-        try:
-            with torch.device("meta"):
-                fit_weights(
-                    self._build_encoder(input_shape).state_dict(),
-                    self._build_encoder(views).state_dict(),
-                )
-        except ValueError as exc:
-            raise ValueError(
-                f"method={self.method!r} pretrains the encoder on views of {views[0]} lead(s) x "
-                f"{views[1]} samples, and with encoder={self.encoder!r} its weights cannot "
-                f"start the estimator's for {input_shape[0]} x {input_shape[1]}: {exc} The "
-                "ResNet embeds any length; the CNN only the length it was built for."
-            ) from None
-
     def _check_views(self, n_leads, n_samples):
         if self.method in ("cmsc", "cmsmlc") and n_samples < 2:
             raise ValueError(f"method={self.method!r} halves the recordings; got 1 sample.")
@@ -567,6 +548,28 @@ def fit_weights(target, weights):
             f"{', '.join(problems[:5])}."
         )
     return fitted
+
+
+def check_starts(pretrainer, input_shape):
+    """Raise ValueError, before any training, unless the encoder that the unfitted
+    ``pretrainer`` fits on recordings of ``input_shape`` (leads, samples) can start one
+    built for them with its settings."""
+    pretrainer._check_views(*input_shape)
+    views = torch.zeros(1, *input_shape)
+    views = tuple(pretrainer._views(views, torch.Generator()).shape[2:])
+    try:
+        with torch.device("meta"):
+            fit_weights(
+                pretrainer._build_encoder(input_shape).state_dict(),
+                pretrainer._build_encoder(views).state_dict(),
+            )
+    except ValueError as exc:
+        raise ValueError(
+            f"method={pretrainer.method!r} pretrains the encoder on views of {views[0]} "
+            f"lead(s) x {views[1]} samples, and with encoder={pretrainer.encoder!r} its weights "
+            f"cannot start the estimator's for {input_shape[0]} x {input_shape[1]}: {exc} The "
+            "ResNet embeds any length; the CNN only the length it was built for."
+        ) from None
 
 
 def init_encoder(module, pretrained):
