@@ -112,7 +112,7 @@ def run_split(seed, split, quick, device, validation):
                 f"{SEMI}, pretrained ({method})": (
                     everything, y_semi, {"pretrained": ContrastivePretrainer(method=method)}
                 )
-                for method in ("cmsc", "augment")
+                for method in ("cmsc", "cmsmlc", "augment")
             },
             "100% labelled": (everything, y, {}),
         }
