@@ -568,7 +568,7 @@ def check_starts(pretrainer, input_shape):
             f"method={pretrainer.method!r} pretrains the encoder on views of {views[0]} "
             f"lead(s) x {views[1]} samples, and with encoder={pretrainer.encoder!r} its weights "
             f"cannot start the estimator's for {input_shape[0]} x {input_shape[1]}: {exc} The "
-            "ResNet embeds any length; the CNN only the length it was built for."
+            "ResNet (encoder='resnet') embeds any length."
         ) from None
 
 
