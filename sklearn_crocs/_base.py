@@ -59,7 +59,7 @@ from ._persistence import (
 from ._pretraining import ContrastivePretrainer, check_starts, init_encoder
 from ._prototypes import FittedPrototypes
 from ._split import patient_split
-from ._utils import _device_problem, _draw_seed, _nearest, _silent
+from ._utils import _device_problem, _draw_seed, _length_groups, _nearest, _silent
 from .nn import ArrayDataset, CROCSNet
 from .nn._callbacks import early_stopping_callbacks
 from .nn._data import is_lazy_array
@@ -832,6 +832,16 @@ class BasePrototypeClusterer(
             mean = out.reshape(-1, n_frames, out.shape[1]).mean(axis=1)
             return mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
 
+        groups = None if prepared else _length_groups(X)
+        if groups is not None:  # records of different lengths: one array per length
+            out = None
+            for rows in groups:
+                part = embed(np.stack([np.asarray(X[i]) for i in rows]))
+                if out is None:
+                    out = np.empty((len(X), part.shape[1]), dtype=np.float32)
+                out[rows] = part
+            yield 0, out
+            return
         arraylike = isinstance(X, np.ndarray) or is_lazy_array(X)
         if not (arraylike and len(X.shape) in (2, 3) and X.shape[0] > 0):
             yield 0, embed(X)
@@ -927,7 +937,10 @@ class BasePrototypeClusterer(
         ----------
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
             ECG signals with the lead count and duration seen in ``fit``
-            (longer ones too, where ``longer_signals="average"``).
+            (longer ones too, where ``longer_signals="average"``). With
+            ``longer_signals="average"``, a list of whole records of
+            different lengths is accepted too, here and in ``predict``,
+            ``predict_proba``, ``score`` and retrieval.
         sampling_rate : float, default=None
             Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
             was given; ``X`` is brought to the model's rate. Needs a model

@@ -18,7 +18,7 @@ from ._ann import INDEX_PARAMS, FaissIndex
 from ._doc_link import DocLinkMixin
 from ._retriever_persistence import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
-from ._utils import _atomic_path, _crocs_step, _python_value
+from ._utils import _atomic_path, _crocs_step, _length_groups, _python_value
 
 __all__ = ["PrototypeRetriever"]
 
@@ -434,9 +434,11 @@ default=None
         With ``path``, they are written to that ``.npy`` file as they come and
         returned as a read-only memory map of it.
         """
-        if not hasattr(X, "shape") and not hasattr(X, "iloc"):
+        if _length_groups(X) is not None:  # records of different lengths: kept a list
+            X = list(X)
+        elif not hasattr(X, "shape") and not hasattr(X, "iloc"):
             X = np.asarray(X)
-        if len(getattr(X, "shape", (0, 0))) < 2:
+        if not isinstance(X, list) and len(getattr(X, "shape", (0, 0))) < 2:
             raise ValueError(
                 f"{name} must have shape (n_samples, n_timepoints) or (n_samples, n_leads, "
                 f"n_timepoints); got shape {getattr(X, 'shape', None)}. Reshape a single "
@@ -444,7 +446,7 @@ default=None
             )
         n_samples = _n_rows(X)
         if n_samples == 0:
-            raise ValueError(f"{name} holds no ECG (shape {X.shape}); pass at least one.")
+            raise ValueError(f"{name} holds no ECG (shape {np.shape(X)}); pass at least one.")
         # Passed only when given: a Pipeline's transform takes no parameters by default.
         rate = {} if sampling_rate is None else {"sampling_rate": sampling_rate}
         if path is None:
@@ -681,7 +683,8 @@ default=None
         ):
             attributes = True
         else:
-            dtype = X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype
+            first = X[0] if _length_groups(X) is not None else X  # a ragged list's dtype
+            dtype = first.dtype if hasattr(first, "dtype") else np.asarray(first).dtype
             attributes = dtype.kind in "OUS"
         if attributes:
             raise TypeError(

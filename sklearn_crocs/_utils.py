@@ -37,6 +37,22 @@ def _crocs_step(estimator):
     return step
 
 
+def _length_groups(X):
+    """Rows of a list of records grouped by shape, or None when ``X`` is not ragged.
+
+    Records of different lengths (a list of ``(n_samples_i,)`` or ``(n_leads,
+    n_samples_i)`` arrays, as the loaders return with
+    ``signal_length="variable"``) cannot be one array; each group of one shape
+    can, so estimators process them group by group and put rows back in order.
+    """
+    if not isinstance(X, (list, tuple)) or not X or not all(hasattr(x, "shape") for x in X):
+        return None
+    groups = {}
+    for i, x in enumerate(X):
+        groups.setdefault(tuple(x.shape), []).append(i)
+    return list(groups.values()) if len(groups) > 1 else None
+
+
 def _nearest(embeddings, prototypes, counts):
     """Index of the most similar prototype (cosine; both sides are unit vectors).
 

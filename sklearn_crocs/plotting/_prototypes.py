@@ -130,6 +130,7 @@ class PrototypeDisplay:
         class_attribute=None,
         marker_attribute=None,
         size_attribute=None,
+        sampling_rate=None,
     ):
         """Project a fitted CROCSClusterer's prototypes (and the embeddings of X) and plot them.
 
@@ -138,9 +139,13 @@ class PrototypeDisplay:
         estimator : CROCSClusterer
             Fitted estimator.
         X : array-like of ECG signals, default=None
-            ECGs to show beside the prototypes (e.g. held-out data).
+            ECGs to show beside the prototypes (e.g. held-out data): frames,
+            or whole records (a list when their lengths differ) for a model
+            with ``longer_signals="average"``.
         y : array-like or DataFrame, default=None
-            True attributes of ``X``, for colouring the embeddings.
+            True attributes of ``X``, for colouring the embeddings. Numbers
+            of an attribute the model bins (``continuous``, e.g. ages in
+            years) are put into its groups.
         prototypes : {"learned", "mean"}, default=None
             Which prototypes (see :meth:`~sklearn_crocs.CROCSClusterer.get_prototypes`).
         projection : "pca", "umap" or estimator, default="pca"
@@ -154,6 +159,9 @@ class PrototypeDisplay:
         class_attribute, marker_attribute, size_attribute : int or str, default=None
             Attributes for colour, marker and size; default: the estimator's
             class attribute, then the remaining attributes in order.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the model's ``sampling_rate``,
+            as in :meth:`~sklearn_crocs.CROCSClusterer.transform`.
 
         Returns
         -------
@@ -164,7 +172,7 @@ class PrototypeDisplay:
         prototypes, attributes = estimator.get_prototypes(kind)
         vectors, embedding_attributes = prototypes, None
         if X is not None:
-            embeddings_all = estimator.transform(X)
+            embeddings_all = estimator.transform(X, sampling_rate=sampling_rate)
             keep = np.arange(len(embeddings_all))
             if len(keep) > max_embeddings:
                 rng = np.random.RandomState(random_state)
@@ -174,6 +182,8 @@ class PrototypeDisplay:
                 names = None if isinstance(y, pd.DataFrame) else estimator.attribute_names_
                 frame = as_attribute_frame(y, names)
                 check_consistent_length(embeddings_all, frame)
+                # Raw numbers of a binned attribute (ages) would each get a legend entry.
+                frame = estimator.attribute_codec_.read(frame, allow_missing=True)
                 embedding_attributes = frame.to_numpy(dtype=object)[keep]
             vectors = np.vstack([prototypes, embeddings])
         projector = _project(vectors, projection, random_state)

@@ -75,8 +75,8 @@ class RetrievalDisplay:
         Distance of every database ECG to the query, in database order.
     neighbors : ndarray of shape (n_neighbors,)
         Database rows of the retrieved ECGs, nearest first.
-    signals : ndarray of shape (n_neighbors, n_timepoints)
-        The drawn lead of each retrieved ECG.
+    signals : ndarray of shape (n_neighbors, n_timepoints) or list of ndarray
+        The drawn lead of each retrieved ECG (a list when their lengths differ).
     query_attributes : array-like of shape (n_attributes,)
         Attribute values of the query.
     attribute_names : list of str
@@ -196,7 +196,8 @@ class RetrievalDisplay:
             is ``X``, or a fitted CROCSClusterer (or Pipeline ending in one),
             in which case ``X`` is indexed here with ``prototypes``.
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
-            The database of ECGs.
+            The database of ECGs: frames, or whole records (a list when their
+            lengths differ) for a model with ``longer_signals="average"``.
         y : array-like or DataFrame, default=None
             True attributes of ``X``, in the layout used in ``fit``.
         query : int, tuple or dict, default=0
@@ -215,7 +216,10 @@ class RetrievalDisplay:
             Attribute compared for the border colours; default: the
             estimator's class attribute.
         sampling_rate : float, default=None
-            Sampling rate of X in Hz, for a time axis in seconds.
+            Sampling rate of X in Hz when it is not the model's
+            ``sampling_rate``: the model brings X to its rate to search it,
+            and the time axis is in seconds. ``None``: the model's
+            ``sampling_rate`` (samples on the axis when it has none).
         n_cols : int, default=3
             Retrieved ECGs per row.
         bins : int, default=30
@@ -240,7 +244,7 @@ class RetrievalDisplay:
         else:
             check_is_fitted(estimator)
             retriever = PrototypeRetriever(FrozenEstimator(estimator), prototypes=prototypes)
-            retriever.fit(X)
+            retriever.fit(X, sampling_rate=sampling_rate)
         n_samples = X.shape[0] if hasattr(X, "shape") else len(X)
         if n_samples != retriever.n_samples_fit_:
             raise ValueError(
@@ -263,19 +267,27 @@ class RetrievalDisplay:
                 f"n_neighbors must be an integer in [1, {n_samples}]; got {n_neighbors!r}."
             )
         neighbors = order[:n_neighbors]
-        rows = X.iloc[neighbors].to_numpy() if hasattr(X, "iloc") else np.asarray(X[neighbors])
-        rows = rows.reshape(len(neighbors), *crocs.input_shape_)
-        if not 0 <= lead < rows.shape[1]:
-            raise ValueError(f"lead={lead} is out of range for ECGs with {rows.shape[1]} lead(s).")
+        # Each retrieved ECG as it was given (at the rate of X, any length): leads x samples.
+        n_leads = crocs.input_shape_[0]
+        rows = [
+            np.asarray(X.iloc[i] if hasattr(X, "iloc") else X[i], dtype=float).reshape(n_leads, -1)
+            for i in neighbors
+        ]
+        if not 0 <= lead < n_leads:
+            raise ValueError(f"lead={lead} is out of range for ECGs with {n_leads} lead(s).")
         labels = None
         if y is not None:
             frame = as_attribute_frame(y, None if isinstance(y, pd.DataFrame) else names)
             check_consistent_length(distances, frame)
-            labels = frame[names].to_numpy(dtype=object)
+            # Numbers of binned attributes (raw ages) are read into the model's groups.
+            frame = crocs.attribute_codec_.read(frame[names], allow_missing=True)
+            labels = frame.to_numpy(dtype=object)
+        if sampling_rate is None:
+            sampling_rate = getattr(crocs, "sampling_rate", None)
         display = cls(
             distances=distances,
             neighbors=neighbors,
-            signals=rows[:, lead, :],
+            signals=[row[lead] for row in rows],
             query_attributes=np.asarray(values, dtype=object),
             attribute_names=names,
             labels=labels,
@@ -309,11 +321,11 @@ class RetrievalDisplay:
         plt = check_matplotlib("RetrievalDisplay")
         distances = np.asarray(self.distances, dtype=float)
         neighbors = np.asarray(self.neighbors)
-        signals = np.asarray(self.signals, dtype=float)
+        signals = [np.asarray(signal, dtype=float) for signal in self.signals]
         query = np.asarray(self.query_attributes, dtype=object)
         n_neighbors = len(neighbors)
-        if signals.shape[0] != n_neighbors:
-            raise ValueError(f"{n_neighbors} neighbors but {signals.shape[0]} signals.")
+        if len(signals) != n_neighbors:
+            raise ValueError(f"{n_neighbors} neighbors but {len(signals)} signals.")
         class_i = attribute_index(self.attribute_names, self.class_attribute)
         n_cols = max(1, min(int(n_cols), n_neighbors))
         n_rows = math.ceil(n_neighbors / n_cols)
@@ -388,9 +400,6 @@ class RetrievalDisplay:
         hist_ax.legend(fontsize="small", title=self.attribute_names[class_i])
 
         # Bottom: the retrieved ECGs, green border if the class matches.
-        time = np.arange(signals.shape[1], dtype=float)
-        if self.sampling_rate:
-            time = time / float(self.sampling_rate)
         self.trace_axes_ = np.empty(n_neighbors, dtype=object)
         self.trace_lines_ = []
         self.border_colors_ = []
@@ -400,6 +409,9 @@ class RetrievalDisplay:
             self.matches_ = labels[neighbors, class_i] == query_class
         for rank, row in enumerate(neighbors):
             axis = figure.add_subplot(grid[1 + rank // n_cols, rank % n_cols])
+            time = np.arange(len(signals[rank]), dtype=float)  # records may differ in length
+            if self.sampling_rate:
+                time = time / float(self.sampling_rate)
             (line,) = axis.plot(time, signals[rank], color="black", linewidth=0.7)
             self.trace_lines_.append(line)
             if self.matches_ is None:
