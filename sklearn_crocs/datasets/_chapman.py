@@ -40,6 +40,7 @@ from ._records import (
     RawRecord,
     SignalCache,
     check_fs,
+    check_signal_length,
     collect_signals,
     file_stats,
 )
@@ -260,6 +261,7 @@ def _load_original(
     csv_units,
     acronyms,
     unmapped,
+    signal_length,
     on_error,
     cache_dir,
     verbose,
@@ -289,7 +291,7 @@ def _load_original(
             "chapman-original",
             {
                 "sources": file_stats(files),
-                "params": [leads, target_fs, on_error, csv_units],
+                "params": [leads, target_fs, on_error, csv_units, signal_length],
             },
         )
     signal_set = collect_signals(
@@ -298,7 +300,7 @@ def _load_original(
         leads=leads,
         fs=500,
         target_fs=target_fs,
-        signal_length="equal",
+        signal_length=signal_length,
         on_error=on_error,
         log=log,
         cache=cache,
@@ -326,6 +328,7 @@ def _load_wfdb_layout(
     target_fs,
     codes,
     unmapped,
+    signal_length,
     on_error,
     repair_headers,
     cache_dir,
@@ -366,7 +369,7 @@ def _load_wfdb_layout(
         leads=leads,
         fs=None,
         target_fs=target_fs,
-        signal_length="equal",
+        signal_length=signal_length,
         on_error=on_error,
         repair_headers=repair_headers,
         log=log,
@@ -407,6 +410,7 @@ def load_chapman(
     rhythm_groups=None,
     denoised=False,
     csv_units="uV",
+    signal_length="equal",
     on_error="raise",
     repair_headers=True,
     cache_dir=None,
@@ -465,10 +469,17 @@ def load_chapman(
     csv_units : {"uV", "mV"}, default="uV"
         Unit of the original CSV files (the release stores microvolts);
         ``data`` is always in mV.
+    signal_length : "equal", "variable" or int, default="equal"
+        As in :func:`load_wfdb`: "equal": all records must have the same
+        length (records of several lengths raise one error that counts them,
+        whatever ``on_error``); an int crops every record to that many samples
+        (at the output rate; shorter records are errors); "variable":
+        ``data`` is a list of arrays of shape (n_leads, n_samples_i).
     on_error : {"raise", "skip"}, default="raise"
-        Unusable record (missing/malformed file, NaN, other leads, rate or
-        length): raise an :class:`InvalidRecordError` naming the file, or skip
-        it with a warning that counts the skipped records.
+        Unusable record (missing/malformed file, NaN, other leads, rate, or
+        fewer samples than an int ``signal_length``): raise an
+        :class:`InvalidRecordError` naming the file, or skip it with a
+        warning that counts the skipped records.
     repair_headers : bool, default=True
         WFDB layout: recover Georgia/CinC-style record lines (see
         :func:`load_wfdb`).
@@ -548,6 +559,7 @@ def load_chapman(
     if csv_units not in _CSV_UNITS:
         raise ValueError(f"csv_units must be 'uV' or 'mV', got {csv_units!r}.")
     on_error = check_on_error(on_error)
+    signal_length = check_signal_length(signal_length)
     leads = check_leads(leads) or list(STANDARD_LEADS)
     target_fs = check_fs(target_fs, "target_fs")
     acronyms, codes = _group_tables(rhythm_groups)
@@ -562,6 +574,7 @@ def load_chapman(
             csv_units=csv_units,
             acronyms=acronyms,
             unmapped=unmapped,
+            signal_length=signal_length,
             on_error=on_error,
             cache_dir=cache_dir,
             verbose=verbose,
@@ -575,6 +588,7 @@ def load_chapman(
             target_fs=target_fs,
             codes=codes,
             unmapped=unmapped,
+            signal_length=signal_length,
             on_error=on_error,
             repair_headers=repair_headers,
             cache_dir=cache_dir,

@@ -26,6 +26,7 @@ from ._base import (
     load_descr,
 )
 from ._download import check_fetch_args, checksum_list, ensure_files
+from ._records import check_signal_length
 from ._wfdb import read_wfdb_signals, regular_file_size
 
 PTBXL_URL = "https://physionet.org/files/ptb-xl/1.0.3/"
@@ -195,6 +196,7 @@ def load_ptbxl(
     ecg_ids=None,
     leads=None,
     single_label=True,
+    signal_length="equal",
     on_error="raise",
     cache_dir=None,
     verbose=0,
@@ -232,6 +234,12 @@ def load_ptbxl(
         setting). With False every record is kept and
         ``diagnostic_superclass`` joins several classes with "|" (e.g.
         "CD|MI"), NaN when there is none.
+    signal_length : "equal", "variable" or int, default="equal"
+        As in :func:`load_wfdb`: "equal": all records must have the same
+        length (records of several lengths raise one error that counts them,
+        whatever ``on_error``); an int crops every record to that many samples
+        (at the output rate; shorter records are errors); "variable":
+        ``data`` is a list of arrays of shape (n_leads, n_samples_i).
     on_error : {"raise", "skip"}, default="raise"
         What to do with a record whose files are missing or unusable: raise an
         :class:`InvalidRecordError` naming the file, or skip it with a warning
@@ -292,6 +300,7 @@ def load_ptbxl(
     path = Path(os.path.expanduser(os.fspath(path)))
     sampling_rate = _check_sampling_rate(sampling_rate)
     on_error = check_on_error(on_error)
+    signal_length = check_signal_length(signal_length)
     leads = check_leads(leads) or list(STANDARD_LEADS)
     if not isinstance(single_label, (bool, np.bool_)):
         raise TypeError(f"single_label must be True or False, got {single_label!r}.")
@@ -311,7 +320,7 @@ def load_ptbxl(
         leads=leads,
         fs=sampling_rate,
         target_fs=None,
-        signal_length="equal",
+        signal_length=signal_length,
         on_error=on_error,
         repair_headers=False,
         log=log,

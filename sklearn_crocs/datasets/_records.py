@@ -249,7 +249,6 @@ class _Conformer:
         self.fs = fs
         self.target_fs = target_fs
         self.signal_length = signal_length
-        self.length = None
 
     def _select_leads(self, raw):
         names = list(raw.lead_names)
@@ -292,16 +291,10 @@ class _Conformer:
         return rate
 
     def _apply_length(self, signal, source):
+        # "equal" is checked over all records by collect_signals: a length
+        # that differs from the first record's is no defect of the record.
         n_samples = signal.shape[-1]
-        if self.signal_length == "equal":
-            if self.length is not None and n_samples != self.length:
-                raise InvalidRecordError(
-                    f"{source}: {n_samples} samples, but the other records have "
-                    f"{self.length}. Pass signal_length=<int> to crop every "
-                    f"record to a common length, signal_length='variable' to "
-                    f"get a list of arrays, or on_error='skip'."
-                )
-        elif self.signal_length != "variable":
+        if self.signal_length not in ("equal", "variable"):
             if n_samples < self.signal_length:
                 raise InvalidRecordError(
                     f"{source}: only {n_samples} samples, fewer than "
@@ -335,9 +328,23 @@ class _Conformer:
         self.leads = reference
         if self.fs is None:
             self.fs = rate
-        if self.signal_length == "equal" and self.length is None:
-            self.length = signal.shape[-1]
         return np.ascontiguousarray(signal, dtype=np.float32)
+
+
+def _length_message(lengths, caller):
+    """The error for records of several lengths under signal_length="equal"."""
+    by_count = sorted(lengths.items(), key=lambda item: -len(item[1]))
+    described = "; ".join(
+        f"{len(found)} of {n} samples ({', '.join(found[:3])}{', ...' if len(found) > 3 else ''})"
+        for n, found in by_count[:5]
+    )
+    more = f"; and {len(by_count) - 5} other lengths" if len(by_count) > 5 else ""
+    return (
+        f"{caller}: the records have {len(lengths)} different lengths: {described}{more}. "
+        "Pass signal_length='variable' to get a list of arrays, one per record "
+        "(SignalConditioner, make_frames and CROCSClusterer(longer_signals='average') take "
+        "it), or signal_length=<int> to crop every record to that many samples."
+    )
 
 
 def collect_signals(
@@ -418,6 +425,7 @@ def collect_signals(
     else:
         sink = _MemorySink(n, variable=signal_length == "variable")
     kept, infos, skipped = [], [], []
+    lengths = {}  # signal_length="equal": samples -> names of the records of that length
     try:
         for i in progress(range(n), verbose=verbose, desc=caller):
             try:
@@ -429,9 +437,15 @@ def collect_signals(
                 log.add(names[i], str(exc), kind="skipped")
                 skipped.append([str(names[i]), str(exc)])
                 continue
+            if signal_length == "equal":
+                lengths.setdefault(signal.shape[-1], []).append(str(names[i]))
+                if len(lengths) > 1:
+                    continue  # not stackable: every length is reported below
             sink.put(signal)
             kept.append(i)
             infos.append(raw.info)
+        if len(lengths) > 1:
+            raise ValueError(_length_message(lengths, caller))
         if not kept:
             reasons = "; ".join(reason for _, reason in skipped[:3])
             raise ValueError(

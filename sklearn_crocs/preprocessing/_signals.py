@@ -21,6 +21,7 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import validate_data
 
 from .._doc_link import DocLinkMixin
+from .._utils import _length_groups
 
 _NORMALIZE_METHODS = ("zscore", "minmax")
 
@@ -626,8 +627,10 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_ecgs, n_samples) or (n_ecgs, n_leads, n_samples)
-            Signals at ``sampling_rate``.
+        X : array-like of shape (n_ecgs, n_samples) or (n_ecgs, n_leads, n_samples), \
+or list of arrays
+            Signals at ``sampling_rate``; a list may hold records of different
+            lengths (each ``(n_samples_i,)`` or ``(n_leads, n_samples_i)``).
         y : None
             Ignored.
 
@@ -635,7 +638,12 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
         -------
         self : SignalConditioner
         """
-        self._validate(X, reset=True)
+        groups = _length_groups(X)
+        if groups is None:
+            self._validate(X, reset=True)
+            return self
+        for k, rows in enumerate(groups):  # the records of each length as one array
+            self._validate(np.stack([X[i] for i in rows]), reset=k == 0)
         return self
 
     def transform(self, X):
@@ -643,14 +651,25 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_ecgs, n_samples) or (n_ecgs, n_leads, n_samples)
-            Signals at ``sampling_rate``, in mV when ``normalize=None``.
+        X : array-like of shape (n_ecgs, n_samples) or (n_ecgs, n_leads, n_samples), \
+or list of arrays
+            Signals at ``sampling_rate``, in mV when ``normalize=None``; a
+            list may hold records of different lengths.
 
         Returns
         -------
-        X_conditioned : ndarray of shape (n_ecgs, [n_leads,] n_samples_out), dtype float32
-            ``n_samples_out = ceil(n_samples * target_rate / sampling_rate)``.
+        X_conditioned : ndarray of shape (n_ecgs, [n_leads,] n_samples_out), dtype float32, \
+or list of ndarray
+            ``n_samples_out = ceil(n_samples * target_rate / sampling_rate)``;
+            a list of one array per record for records of different lengths.
         """
+        groups = _length_groups(X)
+        if groups is not None:  # each record filtered whole, as on its own
+            out = [None] * len(X)
+            for rows in groups:
+                for i, record in zip(rows, self.transform(np.stack([X[i] for i in rows]))):
+                    out[i] = record
+            return out
         X = self._validate(X, reset=False)
         if self.normalize is None and X.size:
             level = float(np.median(np.abs(X)))
