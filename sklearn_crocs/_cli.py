@@ -35,7 +35,7 @@ from . import __version__
 from ._cli_common import BUNDLED, CommandError
 from ._main import main as main_job
 
-SUBCOMMANDS = ("fit", "predict", "search")
+SUBCOMMANDS = ("fit", "predict", "search", "score")
 # Whether fit conditions whole records (band-pass 0.5-40 Hz, per-lead z-score)
 # before cutting frames: the one place that sets the default of --conditioning.
 CONDITIONING_DEFAULT = True
@@ -173,6 +173,14 @@ def _parser():
         help="the attribute whose prototypes an ECG is attracted to (default: the first)",
     )
     fit.add_argument(
+        "--class-map",
+        metavar="MAP",
+        help="group the class attribute's codes into classes: chapman-rhythms (SNOMED CT "
+        "codes of #Dx to the paper's AFIB, GSVT, SB, SR), ptbxl-superclasses (PTB-XL "
+        "statements to CD, HYP, MI, NORM, STTC), or a .csv file of code,class rows or a "
+        ".json file of {code: class}; records with no class or several are left out",
+    )
+    fit.add_argument(
         "--age-groups",
         type=_positive_int,
         default=4,
@@ -263,10 +271,10 @@ def _parser():
     search = sub.add_parser(
         "search",
         parents=[common],
-        help="write the records nearest to attribute queries to a CSV file",
+        help="write the records nearest to attribute queries or example ECGs to a CSV file",
         description="Retrieve the --k records of RECORDS nearest to the prototype of "
-        "each query (a record's distance is that of its nearest frame) and write one "
-        "row per hit (query, rank, record, distance) to --out.",
+        "each query, or to each record of --example (a record's distance is that of its "
+        "nearest frame) and write one row per hit (query, rank, record, distance) to --out.",
     )
     search.add_argument(
         "--query",
@@ -277,10 +285,64 @@ def _parser():
         "(repeat for several queries; default: every prototype)",
     )
     search.add_argument(
+        "--example",
+        metavar="EXAMPLES",
+        help="search by example ECG: each record of EXAMPLES (read as RECORDS is, e.g. a "
+        "folder or one .edf file) is a query, named example=<record>",
+    )
+    search.add_argument(
         "--k", type=_positive_int, default=10, help="records per query (default: 10)"
     )
     search.add_argument("--out", required=True, metavar="CSV", help="the file to write")
+
+    score = sub.add_parser(
+        "score",
+        parents=[common],
+        help="score the model against the records' labels: tables and figures",
+        description="Score the model on the records of RECORDS against their attributes "
+        "(from the headers or --labels, read as fit read them: class map, age groups): "
+        "the paper's clustering table (accuracy and AMI per attribute) and retrieval "
+        "table (P@K), printed and written to clustering.csv and retrieval.csv, and the "
+        "prototype map (prototypes.png) and a retrieval grid (retrieval.png), in --out-dir. "
+        "Use records of patients the model was not fitted on.",
+    )
+    score.add_argument("--out-dir", required=True, metavar="DIR", help="the folder to write")
+    score.add_argument(
+        "--labels", metavar="CSV", help="a CSV file of the attributes, as for fit"
+    )
+    score.add_argument(
+        "--record-column",
+        metavar="NAME",
+        help="column of --labels with the record names (default: its first column)",
+    )
+    score.add_argument(
+        "--k",
+        type=_positive_int,
+        nargs="+",
+        default=[1, 5, 10],
+        help="numbers of frames retrieved per prototype in the retrieval table (default: "
+        "1 5 10)",
+    )
     return parser
+
+
+# The Python advice of library messages, and the flags that do the same here.
+_FLAGS = (
+    (r"(?:[Pp]ass )?on_error='skip'(?: to leave (?:the record|such records) out)?",
+     "leave out --strict to skip it"),
+    (r"[Pp]ass repair_headers=False", "pass --no-repair-headers"),
+    (r"[Pp]ass repair_headers=True", "leave out --no-repair-headers"),
+    (r"Request leads that", "Request with --leads leads that"),
+    (r"[Pp]ass leads=\[\.\.\.\]", "pass --leads"),
+)  # fmt: skip
+
+
+def _cli_wording(message):
+    """``message`` on one line, with Python arguments replaced by the command's flags."""
+    message = " ".join(str(message).split())
+    for pattern, flag in _FLAGS:
+        message = re.sub(pattern, flag, message)
+    return message
 
 
 def main(argv=None):
@@ -306,7 +368,7 @@ def main(argv=None):
     except Exception as exc:
         if args.debug:
             raise
-        message = " ".join(str(exc).split())
+        message = _cli_wording(exc)
         if not isinstance(exc, (CommandError, ValueError, OSError)):
             message = f"{type(exc).__name__}: {message}"
         print(f"sklearn-crocs: error: {message}", file=sys.stderr)
@@ -325,4 +387,4 @@ def _check_device(device):
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"sklearn-crocs: warning: {' '.join(str(message).split())}", file=sys.stderr)
+    print(f"sklearn-crocs: warning: {_cli_wording(message)}", file=sys.stderr)

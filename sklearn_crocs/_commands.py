@@ -15,8 +15,10 @@ keeps these settings so that predict and search prepare new records exactly
 as fit did, whatever their rate.
 """
 
+import argparse
 import json
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,7 @@ from .datasets._base import (
     parse_sex,
     progress,
 )
+from .datasets._class_maps import CLASS_MAPS, map_classes, read_class_map
 from .datasets._edf import EDF_SUFFIXES, find_edf_files, import_edfio, read_edf_record
 from .datasets._records import RawRecord, collect_signals
 from .datasets._wfdb import find_wfdb_records, read_wfdb_record, warn_repaired
@@ -352,8 +355,12 @@ def _text(value):
     return str(value)
 
 
-def _record_attributes(args, records, source):
-    """The requested attributes of each record as written (NaN where unknown)."""
+def _record_attributes(args, records, source, wanted, class_attribute=None, class_map=None):
+    """The attributes ``wanted`` of each record (NaN where unknown).
+
+    Values are kept as written, except sex (M/F), age (years) and the class
+    attribute under a class map (its class; NaN where it has none or several).
+    """
     if args.labels is None:
         if records.attributes is None:
             raise CommandError(
@@ -399,7 +406,7 @@ def _record_attributes(args, records, source):
             )
         source_table = table.set_index(names).reindex(records.names).reset_index(drop=True)
     values = {}
-    for name in args.attributes:
+    for name in wanted:
         column = source_table[_find_column(source_table.columns, name, where)]
         if name.lower() == "sex":
             column = column.map(parse_sex)
@@ -408,7 +415,37 @@ def _record_attributes(args, records, source):
         else:
             column = column.map(_text)
         values[name] = column.to_numpy(dtype=object)
+        if name == class_attribute and class_map is not None:
+            written = values[name]
+            values[name] = map_classes(written, class_map)
+            lost = int(pd.isna(values[name]).sum() - pd.isna(written).sum())
+            if lost:
+                note(f"--class-map: {lost} record(s) have no class of the map, or several")
     return pd.DataFrame(values, index=range(len(records.names)))
+
+
+def _check_class_count(y, class_attribute):
+    """Warn when the class has nearly one value per record (e.g. raw diagnosis codes)."""
+    n_values, n_records = y[class_attribute].nunique(), len(y)
+    if n_values >= 10 and n_values > n_records / 2:
+        warnings.warn(
+            f"the class attribute {class_attribute!r} has {n_values} distinct values among "
+            f"{n_records} records, nearly one class per record. Group its codes into classes "
+            f"with --class-map {' or --class-map '.join(CLASS_MAPS)} (SNOMED CT rhythms, "
+            "PTB-XL statements), or --class-map FILE (a code,class CSV or a JSON object).",
+            UserWarning,
+            stacklevel=2,
+        )
+
+
+def _age_groups(y, age_groups):
+    """Ages in ``y`` binned into the groups that fit learned (``settings["age_groups"]``)."""
+    for name, groups in age_groups.items():
+        ages = y[name].astype(float).to_numpy()
+        index = np.searchsorted(np.asarray(groups["edges"], dtype=float), ages, side="right")
+        labels = np.asarray(groups["labels"], dtype=object)
+        y[name] = np.where(np.isnan(ages), None, labels[np.minimum(index, len(labels) - 1)])
+    return y
 
 
 # ----------------------------------------------------------------- commands
@@ -478,9 +515,15 @@ def fit(args):
             f"--class-attribute {class_attribute!r} is not one of --attributes "
             f"{','.join(args.attributes)}."
         )
+    class_map = None
+    if args.class_map is not None:
+        try:
+            class_map = read_class_map(args.class_map)
+        except (TypeError, ValueError) as exc:
+            raise CommandError(f"--class-map: {exc}") from exc
     settings = _fit_settings(args)
     records, source = _read_records(args, settings, leads=args.leads)
-    y = _record_attributes(args, records, source)
+    y = _record_attributes(args, records, source, args.attributes, class_attribute, class_map)
     unknown = y.isna()
     if unknown.to_numpy().any():
         counts = ", ".join(f"{n} ({c})" for n, c in unknown.sum().items() if c)
@@ -489,6 +532,7 @@ def fit(args):
     if len(labelled) == 0:
         raise CommandError("no record has a known value of every attribute.")
     y = y.iloc[labelled].reset_index(drop=True)
+    _check_class_count(y, class_attribute)
     age_groups = {}
     for name in y.columns:
         if name.lower() == "age":
@@ -544,6 +588,7 @@ def fit(args):
             "lead_names": records.lead_names,
             "attributes": list(args.attributes),
             "class_attribute": class_attribute,
+            "class_map": class_map,
             "age_groups": age_groups,
             "n_training_records": len(labelled),
         }
@@ -635,8 +680,13 @@ class _CountedRows:
         return rows
 
 
-def _model_query(pairs, model):
-    """``{attribute: value}`` with the model's own values (a category's type may differ)."""
+def _model_query(pairs, model, settings):
+    """``{attribute: value}`` with the model's own values, read as fit read them.
+
+    ``sex`` is read as fit reads it (``female`` is F), an age in years is put
+    into its age group, a code of the class attribute into its class under
+    the class map of fit, and other values match the model's regardless of case.
+    """
     names = list(model.attribute_names_)
     query = {}
     for name, text in pairs:
@@ -646,7 +696,16 @@ def _model_query(pairs, model):
                 f"{', '.join(names)}."
             )
         categories = model.categories_[names.index(name)]
-        matches = [value for value in categories if str(value) == text]
+        given = text
+        if name.lower() == "sex":
+            given = parse_sex(text) or text
+        elif name in settings.get("age_groups", {}) and not np.isnan(parse_age(text)):
+            ages = pd.DataFrame({name: [parse_age(text)]})
+            given = _age_groups(ages, {name: settings["age_groups"][name]})[name][0]
+        elif name == settings.get("class_attribute") and settings.get("class_map"):
+            given = map_classes([text], settings["class_map"])[0]
+            given = text if pd.isna(given) else given
+        matches = [value for value in categories if str(value).lower() == str(given).lower()]
         if not matches:
             raise CommandError(
                 f"--query: {text!r} is not a value of {name!r} in this model; valid values: "
@@ -667,11 +726,31 @@ def _check_queries(queries, model):
             raise CommandError(f"--query {query}: {exc}") from exc
 
 
+def _nearest_records(distances, indices, frame_record, k):
+    """``[(record, distance), ...]``: the ``k`` nearest records of frame hits, each once.
+
+    A record's distance is that of its nearest frame; ``distances`` and
+    ``indices`` may hold the hits of several query frames.
+    """
+    order = np.argsort(distances, kind="stable")
+    hit_records = frame_record[indices[order]]
+    _, first = np.unique(hit_records, return_index=True)  # each record's nearest frame
+    first = np.sort(first)[:k]
+    return list(zip(hit_records[first], distances[order][first]))
+
+
 def search(args):
     out = _check_output(args.out, args.force)
+    if args.example is not None and args.query:
+        raise CommandError("--query and --example are two kinds of query; pass one of them.")
     model, settings = _load_model(args)
-    queries = [_model_query(pairs, model) for pairs in args.query or []]
+    queries = [_model_query(pairs, model, settings) for pairs in args.query or []]
     _check_queries(queries, model)
+    examples = None
+    if args.example is not None:
+        leads = settings["lead_names"]
+        example_args = argparse.Namespace(**{**vars(args), "records": args.example})
+        examples = _read_records(example_args, settings, leads=leads, model_leads=leads)[0]
     records = _read_for_model(args, settings)
     frames, frame_record = records.frames, records.frame_record
     bar = progress(None, verbose=not args.quiet, desc="embed", total=len(frames), unit="frame")
@@ -683,23 +762,31 @@ def search(args):
     # Enough frames to hold the k nearest records even when each has all its frames first.
     n_frames = min(len(frames), args.k * int(np.bincount(frame_record).max()))
     names = list(model.attribute_names_)
-    if queries:
-        labels = [",".join(f"{n}={v}" for n, v in q.items()) for q in queries]
-        results = [retriever.query(query, n_neighbors=n_frames) for query in queries]
-        distances = np.concatenate([d for d, _ in results])
-        indices = np.concatenate([i for _, i in results])
+    if examples is not None:
+        labels, results = [], []
+        for r, name in enumerate(examples.names):
+            # Each frame of the example ECG searches; a record's distance is its nearest pair's.
+            d, i = retriever.kneighbors(examples.frames[examples.frame_record == r], n_frames)
+            labels.append(f"example={name}")
+            results.append((d.ravel(), i.ravel()))
     else:
-        labels = [
-            ",".join(f"{n}={v}" for n, v in zip(names, row))
-            for row in retriever.prototype_attributes_
-        ]
-        distances, indices = retriever.query(n_neighbors=n_frames)
+        if queries:
+            labels = [",".join(f"{n}={v}" for n, v in q.items()) for q in queries]
+            found = [retriever.query(query, n_neighbors=n_frames) for query in queries]
+            distances = np.concatenate([d for d, _ in found])
+            indices = np.concatenate([i for _, i in found])
+        else:
+            labels = [
+                ",".join(f"{n}={v}" for n, v in zip(names, row))
+                for row in retriever.query_attributes_.to_numpy()
+            ]
+            distances, indices = retriever.query(n_neighbors=n_frames)
+        results = list(zip(distances, indices))
     hits = []
-    for label, row_distances, row_indices in zip(labels, distances, indices):
-        hit_records = frame_record[row_indices]
-        _, first = np.unique(hit_records, return_index=True)  # each record's nearest frame
-        for rank, i in enumerate(np.sort(first)[: args.k], 1):
-            hits.append((label, rank, records.names[hit_records[i]], row_distances[i]))
+    for label, (row_distances, row_indices) in zip(labels, results):
+        nearest = _nearest_records(row_distances, row_indices, frame_record, args.k)
+        for rank, (record, distance) in enumerate(nearest, 1):
+            hits.append((label, rank, records.names[record], distance))
     table = pd.DataFrame(hits, columns=["query", "rank", "record", "distance"])
     table["distance"] = table["distance"].round(6)
     _write_csv(table, out)
@@ -707,4 +794,66 @@ def search(args):
         f"Wrote the {min(args.k, n_records)} nearest records for {len(labels)} "
         f"quer{'y' if len(labels) == 1 else 'ies'} to {out}"
     )
+    return 0
+
+
+def score(args):
+    """The paper's clustering and retrieval tables against the records' labels, and figures."""
+    out_dir = Path(args.out_dir)
+    written = [out_dir / n for n in ("clustering.csv", "retrieval.csv", "prototypes.png",
+                                     "retrieval.png")]  # fmt: skip
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CommandError(f"--out-dir {out_dir} is a file, not a folder.")
+    if any(path.exists() for path in written) and not args.force:
+        raise CommandError(f"--out-dir {out_dir} holds earlier results; pass --force to overwrite.")
+    model, settings = _load_model(args)
+    records, source = _read_records(
+        args, settings, leads=settings["lead_names"], model_leads=settings["lead_names"]
+    )
+    names = list(model.attribute_names_)
+    y = _record_attributes(
+        args, records, source, settings["attributes"], settings.get("class_attribute"),
+        settings.get("class_map"),
+    )
+    y = _age_groups(y, settings.get("age_groups", {}))
+    known = ~y.isna().any(axis=1).to_numpy()
+    for j, name in enumerate(names):  # values fit never saw cannot be scored
+        known &= y[name].isin(list(model.categories_[j])).to_numpy()
+    if not known.all():
+        note(
+            f"left out {int((~known).sum())} record(s) with an unknown value, or one the "
+            "model was not fitted on"
+        )
+    rows = np.flatnonzero(known[records.frame_record])
+    if len(rows) < max(args.k):
+        raise CommandError(
+            f"only {len(rows)} frames have known values of {', '.join(names)}; --k "
+            f"{max(args.k)} needs at least that many."
+        )
+    X = records.frames[rows]
+    y = y.iloc[records.frame_record[rows]].reset_index(drop=True)
+    y = y.astype({name: object for name in names})
+    print(f"Scored on {len(rows)} frames of {int(known.sum())} records.")
+    from .metrics import evaluate_prototypes
+
+    result = evaluate_prototypes(model, X, y, k=args.k, file=sys.stdout)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_csv(result.clustering.reset_index(), written[0])
+    _write_csv(result.retrieval.reset_index(), written[1])
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, no window
+        from .plotting import PrototypeDisplay, RetrievalDisplay
+    except ImportError as exc:
+        note(f"no figures: {exc}")
+        return 0
+    import matplotlib.pyplot as plt
+
+    display = PrototypeDisplay.from_estimator(model, X, y)
+    display.figure_.savefig(written[2], dpi=120, bbox_inches="tight")
+    display = RetrievalDisplay.from_estimator(model, X, y, n_neighbors=min(6, len(X)))
+    display.figure_.savefig(written[3], dpi=120, bbox_inches="tight")
+    plt.close("all")
+    print(f"Tables and figures written to {out_dir}")
     return 0

@@ -12,6 +12,7 @@ normalisation, leads as instances, age quartiles) is in
 from .._split import patient_split, ptbxl_fold_split
 from ._base import InvalidRecordError, clear_data_home, get_data_home
 from ._chapman import fetch_chapman, load_chapman
+from ._class_maps import map_classes
 from ._edf import load_edf
 from ._ludb import load_ludb, load_ludb_instances
 from ._ptbxl import fetch_ptbxl, load_ptbxl
@@ -32,6 +33,7 @@ __all__ = [
     "load_ptbxl_sample",
     "load_ptbxl_sample_frames",
     "load_wfdb",
+    "map_classes",
     "patient_split",
     "ptbxl_fold_split",
 ]

@@ -162,9 +162,9 @@ def check_on_error(on_error):
 
 
 def parse_age(value):
-    """Age in years as a float; ``>89`` style caps become 90.0, unknown NaN.
+    """Age in years as a float; ``>89`` and ``90+`` style caps become 90.0, unknown NaN.
 
-    Accepts numbers and strings such as ``"51"``, ``"51.0"``, ``">89"``,
+    Accepts numbers and strings such as ``"51"``, ``"51.0"``, ``">89"``, ``"90+"``,
     ``"NaN"``, ``"Unknown"`` or the empty string.
     """
     if value is None:
@@ -175,6 +175,11 @@ def parse_age(value):
     if text.startswith(">"):
         try:
             return float(text[1:]) + 1.0
+        except ValueError:
+            return math.nan
+    if text.endswith("+"):  # "90+": 90 or over, the cap, as PTB-XL's 300 becomes 90
+        try:
+            return float(text[:-1])
         except ValueError:
             return math.nan
     try:

@@ -22,6 +22,7 @@ from a stale cache.
 import hashlib
 import json
 import os
+import re
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -331,6 +332,10 @@ class _Conformer:
         return np.ascontiguousarray(signal, dtype=np.float32)
 
 
+# The advice to skip an unusable record, at the end of InvalidRecordError messages.
+_SKIP_ADVICE = r",? or (?:pass )?on_error='skip'(?= *\.?$)|,? or on_error='skip'"
+
+
 def _length_message(lengths, caller):
     """The error for records of several lengths under signal_length="equal"."""
     by_count = sorted(lengths.items(), key=lambda item: -len(item[1]))
@@ -447,11 +452,17 @@ def collect_signals(
         if len(lengths) > 1:
             raise ValueError(_length_message(lengths, caller))
         if not kept:
-            reasons = "; ".join(reason for _, reason in skipped[:3])
+            # A count, the first records and one reason: the others' are often the same.
+            shown = ", ".join(name for name, _ in skipped[:3])
             raise ValueError(
                 f"None of the {n} records could be loaded"
-                + (f": {reasons}" if reasons else "")
-                + "."
+                + (
+                    f" ({len(skipped)} unusable: {shown}{', ...' if len(skipped) > 3 else ''})."
+                    # Its advice to skip it is moot: every record was skipped.
+                    f" The first one: {re.sub(_SKIP_ADVICE, '', skipped[0][1])}"
+                    if skipped
+                    else "."
+                )
             )
         data = sink.finish()
     except BaseException:
