@@ -1,0 +1,48 @@
+"""Class maps: diagnosis codes grouped into the paper's classes, or a user's."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sklearn_crocs.datasets import map_classes
+
+
+def test_chapman_rhythms_from_snomed_codes():
+    classes = map_classes(
+        ["426177001,428750005", "164890007", "427084000", "426783006 427393009",
+         "164889003,426177001", "59118001", None],
+        "chapman-rhythms",
+    )  # fmt: skip
+    assert classes[:4].tolist() == ["SB", "AFIB", "GSVT", "SR"]
+    # Two groups (AF and SB), no group, no value: no class.
+    assert all(isinstance(c, float) and np.isnan(c) for c in classes[4:])
+
+
+def test_ptbxl_superclasses_from_statements():
+    classes = map_classes(
+        ["{'NORM': 100.0, 'SR': 0.0}", "{'IMI': 100.0, 'ASMI': 15.0}", "LAO/LAE", "NST_",
+         "IMI,CLBBB", "SR"],
+        "ptbxl-superclasses",
+    )  # fmt: skip
+    assert classes[:4].tolist() == ["NORM", "MI", "HYP", "STTC"]
+    assert np.isnan(classes[4]) and np.isnan(classes[5])
+
+
+def test_a_users_map_as_dict_csv_or_json(tmp_path):
+    values = ["a1;b2", "B2", "c3"]
+    expected = ["X", "X", "Y"]
+    assert map_classes(values, {"a1": "X", "b2": "X", "c3": "Y"}).tolist() == expected
+    (tmp_path / "map.csv").write_text("code,class\na1,X\nb2,X\nc3,Y\n")
+    assert map_classes(values, tmp_path / "map.csv").tolist() == expected
+    (tmp_path / "map.json").write_text(json.dumps({"a1": "X", "b2": "X", "c3": "Y"}))
+    assert map_classes(values, str(tmp_path / "map.json")).tolist() == expected
+
+
+def test_bad_maps():
+    with pytest.raises(ValueError, match="neither a built-in map"):
+        map_classes(["1"], "chapman")
+    with pytest.raises(TypeError, match="class_map must be"):
+        map_classes(["1"], 3)
+    with pytest.raises(ValueError, match="no entry"):
+        map_classes(["1"], {})
