@@ -75,7 +75,7 @@ y_db.iloc[indices[0]].assign(distance=distances[0].round(3))
 # prototypes (CP CROCS) and the mean training embeddings (TP CROCS).
 learned = PrototypeRetriever(model, prototypes="learned").fit(X_db)
 mean = PrototypeRetriever(model, prototypes="mean").fit(X_db)
-queries = learned.prototype_attributes_
+queries = learned.query_attributes_
 report = retrieval_report(
     y_db,
     {

@@ -10,6 +10,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import Pipeline
+from sklearn.utils import deprecated
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 from tqdm import tqdm
@@ -121,11 +122,15 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         Number of ECGs in the database.
     prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
         The query prototypes (learned or mean, see ``prototypes``), unit norm.
-    prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
-        Attribute values of each row of ``prototypes_``.
     query_attributes_ : pandas.DataFrame of shape (n_prototypes, n_attributes)
-        The same values with the attribute names as columns: row ``i`` names
-        row ``i`` of ``query()``.
+        Attribute values of each row of ``prototypes_``, with the attribute
+        names as columns: row ``i`` names row ``i`` of ``query()``.
+    prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
+        The same values as an array (``query_attributes_.to_numpy()``).
+
+        .. deprecated:: 0.1
+           Use ``query_attributes_``, the one table of the queries' values;
+           ``prototype_attributes_`` will be removed in 0.3.
     attribute_names_ : list of str
         Names of the attributes.
     n_features_in_ : int
@@ -292,14 +297,23 @@ default=None
         crocs = _crocs_step(estimator)
         self.estimator_ = estimator
         self._set_embeddings(embeddings)
-        self.prototypes_, self.prototype_attributes_ = crocs.get_prototypes(self.prototypes)
+        self.prototypes_, attributes = crocs.get_prototypes(self.prototypes)
         self.attribute_names_ = list(crocs.attribute_names_)
         self.query_attributes_ = pd.DataFrame(
-            {n: self.prototype_attributes_[:, i] for i, n in enumerate(self.attribute_names_)}
+            {n: attributes[:, i] for i, n in enumerate(self.attribute_names_)}
         )
         # The combination number of each query prototype, in increasing order.
         self._query_combinations = crocs.attribute_codec_.encode(self.query_attributes_)
         self.n_features_in_ = estimator.n_features_in_
+
+    @deprecated(
+        "PrototypeRetriever.prototype_attributes_ is deprecated and will be removed in 0.3: "
+        "use query_attributes_ (a DataFrame with the attribute names as columns; "
+        "query_attributes_.to_numpy() is this array)."
+    )
+    @property
+    def prototype_attributes_(self):
+        return self.query_attributes_.to_numpy()
 
     def save(self, path, *, include_embeddings=False, overwrite=False):
         """Write the retriever to a file that runs no code when loaded.

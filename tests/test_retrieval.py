@@ -68,12 +68,15 @@ def test_fitted_attributes(retriever, model, database):
     assert retriever.embeddings_.dtype == np.float32
     np.testing.assert_allclose(retriever.embeddings_, model.transform(X_db), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(retriever.prototypes_, model.get_prototypes("learned")[0])
-    np.testing.assert_array_equal(retriever.prototype_attributes_, model.prototype_attributes_)
+    np.testing.assert_array_equal(
+        retriever.query_attributes_.to_numpy(), model.prototype_attributes_
+    )
     assert retriever.attribute_names_ == ["rhythm", "sex", "age_group"]
     assert list(retriever.query_attributes_.columns) == retriever.attribute_names_
-    np.testing.assert_array_equal(
-        retriever.query_attributes_.to_numpy(), retriever.prototype_attributes_
-    )
+    # The array of the same values is deprecated: one table names the queries.
+    with pytest.warns(FutureWarning, match="use query_attributes_"):
+        array = retriever.prototype_attributes_
+    np.testing.assert_array_equal(array, retriever.query_attributes_.to_numpy())
     assert retriever.n_features_in_ == 600
 
 
@@ -167,7 +170,7 @@ def test_mean_query_uses_tp_crocs_prototypes(model, database):
     retriever = PrototypeRetriever(model, prototypes="mean", n_neighbors=3).fit(X_db)
     prototypes, attributes = model.get_prototypes("mean")
     np.testing.assert_array_equal(retriever.prototypes_, prototypes)
-    np.testing.assert_array_equal(retriever.prototype_attributes_, attributes)
+    np.testing.assert_array_equal(retriever.query_attributes_.to_numpy(), attributes)
     _assert_same_neighbors(retriever.query(), _brute_force(prototypes, retriever.embeddings_, 3))
     row = [tuple(a) for a in attributes].index(("SB", "M", ">=60"))
     _assert_same_neighbors(
@@ -185,7 +188,7 @@ def test_mean_query_of_a_combination_without_training_ecg(synthetic, database):
     mean = PrototypeRetriever(model, prototypes="mean", n_neighbors=2).fit(X_db)
     query = {"rhythm": "SR", "sex": "F", "age_group": "<60"}
     assert len(mean.prototypes_) == 11
-    assert ("SR", "F", "<60") not in [tuple(r) for r in mean.prototype_attributes_]
+    assert ("SR", "F", "<60") not in [tuple(r) for r in mean.query_attributes_.to_numpy()]
     with pytest.raises(
         ValueError,
         match=r"No training ECG has the attribute combination\(s\) \('SR', 'F', '<60'\).*prototypes='learned'",
@@ -201,7 +204,7 @@ def test_numeric_attributes_are_queried_by_name(synthetic, database):
     codes = np.column_stack([pd.factorize(y[c], sort=True)[0] for c in y.columns])
     model = _model(max_epochs=1).fit(X, codes)
     retriever = PrototypeRetriever(model, n_neighbors=4).fit(database[0])
-    row = [tuple(r) for r in retriever.prototype_attributes_].index((2, 0, 1))
+    row = [tuple(r) for r in retriever.query_attributes_.to_numpy()].index((2, 0, 1))
     query = {"attribute_0": 2, "attribute_1": 0, "attribute_2": 1}
     np.testing.assert_array_equal(retriever.query(query)[1], retriever.query()[1][[row]])
     frame = pd.DataFrame({"attribute_0": [2], "attribute_1": [0], "attribute_2": [1]})
@@ -521,7 +524,7 @@ def test_partial_queries_with_mean_prototypes_use_those_that_exist(synthetic, da
         model = _model(max_epochs=1, prototypes="mean").fit(X[keep], y[keep])
     retriever = PrototypeRetriever(model, prototypes="mean", partial="mean", n_neighbors=3)
     retriever.fit(database[0])
-    matching = (retriever.prototype_attributes_[:, 1] == "F").nonzero()[0]
+    matching = (retriever.query_attributes_["sex"] == "F").to_numpy().nonzero()[0]
     assert len(matching) == 4  # AFIB and SB, two age groups each
     _assert_same_neighbors(
         retriever.query({"sex": "F"}),

@@ -254,7 +254,7 @@ def precision_at_k(y_true, indices, query_attributes, *, k=None, min_matches=Non
         index), not here.
     query_attributes : array-like of shape (n_queries, n_attributes), or DataFrame
         Attributes of each query, for example
-        ``PrototypeRetriever.prototype_attributes_``, in the column order of
+        ``PrototypeRetriever.query_attributes_``, in the column order of
         ``y_true`` (a DataFrame is matched by column name).
     k : int, default=None
         Number of retrieved items that count; ``None`` uses every column of

@@ -696,6 +696,7 @@ or list of ndarray
         tags = super().__sklearn_tags__()
         tags.requires_fit = False
         tags.input_tags.three_d_array = True
+        tags.transformer_tags.preserves_dtype = ["float32"]  # the output is always float32
         return tags
 
 
