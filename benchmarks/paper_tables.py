@@ -346,8 +346,66 @@ def split_scores(values):
     return {k: v for k, v in values.items() if k not in retrieval}, retrieval
 
 
-def run_task(dataset, load, seed, quick, max_ecgs, figures):
-    """Every experiment on one dataset (``load(random_state=seed)``) and seed: result rows."""
+def n_fits(dataset, quick):
+    """Number of models :func:`run_task` fits (each reported by a :class:`FitProgress` line)."""
+    count = 3 + 1 + 6 + len(ABLATIONS)  # CROCS configurations, DTC, clusterers, ablations
+    if dataset in SWEEP_DATASETS:
+        defaults = CROCSClusterer().get_params()
+        sweeps = QUICK_SWEEPS if quick else {"beta": BETAS, "embedding_dim": EMBEDDING_DIMS}
+        count += sum(v != defaults[p] for p, values in sweeps.items() for v in values)
+        count += 3  # 10 % of the labels: CROCS, DTC, KM EP
+    return count
+
+
+def _duration(seconds):
+    return f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds:.0f} s"
+
+
+class FitProgress:
+    """One line per fit on stderr: method, seed, elapsed time and an estimate of what remains.
+
+    The estimate takes every fit to cost the mean of those so far, and the
+    tasks not started yet to cost this one, ``n_jobs`` of them at a time.
+    """
+
+    def __init__(self, dataset, seed, total, task=(1, 1), n_jobs=1, file=None):
+        self.dataset, self.seed, self.total = dataset, seed, total
+        self.task, self.n_jobs, self.file = task, n_jobs, file
+        self.start = time.perf_counter()
+        self.done = 0
+
+    def __call__(self, method, seconds):
+        self.done += 1
+        elapsed = time.perf_counter() - self.start
+        per_fit = elapsed / self.done
+        left = per_fit * max(self.total - self.done, 0)
+        i, n = self.task
+        later = per_fit * self.total * max(n - i, 0) / self.n_jobs
+        print(
+            f"[{i}/{n}] {self.dataset}, seed {self.seed}: fit {self.done}/{self.total} "
+            f"{method} in {_duration(seconds)}; {_duration(elapsed)} elapsed, about "
+            f"{_duration(left)} left in this task" + (
+                f", {_duration(left + later)} in the run" if n > i else ""
+            ),
+            file=sys.stderr if self.file is None else self.file,
+            flush=True,
+        )
+
+
+def task_cores(n_jobs, n_tasks):
+    """``(processes, threads per process)``: every allowed core busy, even for one task."""
+    processes = max(1, min(n_jobs, n_tasks))
+    return processes, max(1, n_jobs // processes)
+
+
+def run_task(dataset, load, seed, quick, max_ecgs, figures, progress=None):
+    """Every experiment on one dataset (``load(random_state=seed)``) and seed: result rows.
+
+    ``progress(method, seconds)`` is called after each fit (default: a
+    :class:`FitProgress` of this task alone).
+    """
+    if progress is None:
+        progress = FitProgress(dataset, seed, n_fits(dataset, quick))
     if figures is not None:
         import matplotlib
 
@@ -372,7 +430,7 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
         rows.append({"dataset": dataset, "experiment": experiment, "method": method,
                      "seed": seed, **scores, **(cost or {})})  # fmt: skip
 
-    def fit(estimator, X_fit, y_fit, groups_fit=None):
+    def fit(estimator, X_fit, y_fit, groups_fit=None, *, method):
         """Fit; return the estimator and its cost: seconds, and epochs if it trains a net."""
         kwargs = {} if groups_fit is None else {"groups": groups_fit}
         start = time.perf_counter()
@@ -380,11 +438,12 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
         cost = {"fit (s)": time.perf_counter() - start}
         if hasattr(estimator, "n_iter_"):
             cost["epochs"] = estimator.n_iter_
+        progress(method, cost["fit (s)"])
         return estimator, cost
 
-    def crocs(X_fit, y_fit, groups_fit, **params):
+    def crocs(X_fit, y_fit, groups_fit, *, method, **params):
         params = {**epochs, **params, "random_state": seed}
-        return fit(CROCSClusterer(**params), X_fit, y_fit, groups_fit)
+        return fit(CROCSClusterer(**params), X_fit, y_fit, groups_fit, method=method)
 
     # What was trained and scored, shown above the dataset's tables; the
     # attributes in order, for the tables' columns.
@@ -403,7 +462,7 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
                       PAPER_ROW: paper_params(PAPER_DATASETS[dataset])}  # fmt: skip
     fitted_models = {}
     for configuration, params in configurations.items():
-        fitted, cost = crocs(X, y, groups, **params)
+        fitted, cost = crocs(X, y, groups, method=f"CROCS ({configuration})", **params)
         fitted_models[configuration] = fitted
         kinds = {f"CP CROCS ({configuration})": "learned", f"TP CROCS ({configuration})": "mean"}
         for method, values in prototype_rows(fitted, X_test, y_test, kinds).items():
@@ -417,7 +476,7 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
     add("table2", "Random retrieval", chance_scores(y_test, scores_queries(model)))
 
     # DTC: prototypes like CROCS's, so clustering and retrieval.
-    dtc, cost = fit(DTC(**DTC_PARAMS, **epochs, random_state=seed), X, y, groups)
+    dtc, cost = fit(DTC(**DTC_PARAMS, **epochs, random_state=seed), X, y, groups, method="DTC")
     clustering, retrieval = split_scores(
         prototype_rows(dtc, X_test, y_test, {"DTC": "learned"})["DTC"]
     )
@@ -437,7 +496,7 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
     }
     unsupervised = {}
     for method, (estimator, groups_fit) in clusterers.items():
-        estimator, cost = fit(estimator, X, y, groups_fit)
+        estimator, cost = fit(estimator, X, y, groups_fit, method=method)
         add("table1", method, clustering_scores(y_test, estimator.predict_attributes(X_test)), cost)
         if method != "KM EP":
             unsupervised[method] = estimator
@@ -445,7 +504,7 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
     # Ablations of the loss, and their prototype maps (first seed).
     variants = {}
     for name, params in ABLATIONS.items():
-        variants[name], cost = crocs(X, y, groups, **params)
+        variants[name], cost = crocs(X, y, groups, method=name, **params)
         values = prototype_rows(variants[name], X_test, y_test, {name: "learned"})[name]
         add("table3", name, values, cost)
     if figures is not None:
@@ -461,7 +520,9 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
             if value == defaults[parameter]:
                 swept, cost = model, None  # the default fit above
             else:
-                swept, cost = crocs(X, y, groups, **{parameter: value})
+                swept, cost = crocs(
+                    X, y, groups, method=f"CROCS {parameter}={value}", **{parameter: value}
+                )
             scores = prototype_rows(swept, X_test, y_test, {"CP CROCS": "learned"})["CP CROCS"]
             add(experiment, f"{parameter} = {value}", scores, cost)
 
@@ -469,15 +530,21 @@ def run_task(dataset, load, seed, quick, max_ecgs, figures):
     # ones keep all training ECGs and name their clusters from the 10 %.
     subset = labelled_subset(groups, seed)
     X_l, y_l, groups_l = X[subset], y.iloc[subset], groups[subset]
-    small, cost = crocs(X_l, y_l, groups_l)
+    small, cost = crocs(X_l, y_l, groups_l, method="CROCS (10 % of the labels)")
     scores = prototype_rows(small, X_test, y_test, {"CP CROCS": "learned", "TP CROCS": "mean"})
     for method, values in scores.items():
         add("labels10", method, values, cost)
     km_crocs = KMeansCROCS(FrozenEstimator(small), random_state=seed).fit(X_l, y_l)
     add("labels10", "KM CROCS", clustering_scores(y_test, km_crocs.predict_attributes(X_test)))
-    dtc, cost = fit(DTC(**DTC_PARAMS, **epochs, random_state=seed), X_l, y_l, groups_l)
+    dtc, cost = fit(
+        DTC(**DTC_PARAMS, **epochs, random_state=seed), X_l, y_l, groups_l,
+        method="DTC (10 % of the labels)",
+    )
     add("labels10", "DTC", prototype_rows(dtc, X_test, y_test, {"DTC": "learned"})["DTC"], cost)
-    ep, cost = fit(KMeansEP(**epochs, random_state=seed), X_l, y_l, groups_l)
+    ep, cost = fit(
+        KMeansEP(**epochs, random_state=seed), X_l, y_l, groups_l,
+        method="KM EP (10 % of the labels)",
+    )
     add("labels10", "KM EP", clustering_scores(y_test, ep.predict_attributes(X_test)), cost)
     for method, estimator in unsupervised.items():
         n_clusters = len(estimator.cluster_attributes_)
@@ -644,7 +711,9 @@ def main(argv=None):
                         "that later seeds do not read the records again")  # fmt: skip
     parser.add_argument("--output-dir", type=Path, default=Path("paper_tables"))
     parser.add_argument("--docs", type=Path, default=None, help="also write the Markdown here")
-    parser.add_argument("--n-jobs", type=int, default=1, help="processes (one torch thread each)")
+    parser.add_argument("--n-jobs", type=int, default=1,
+                        help="cores: one process per task (dataset and seed) up to this many, "
+                        "each with an equal share of the cores as torch threads")  # fmt: skip
     parser.add_argument("--quick", action="store_true",
                         help="a smoke test of a few minutes that shows learning: the PTB-XL "
                         "sample, one seed, a few epochs, one value per sweep")  # fmt: skip
@@ -669,28 +738,33 @@ def main(argv=None):
     tasks = [(dataset, seed) for seed in seeds for dataset in loaders]
     figures = args.output_dir / "figures"
 
+    processes, threads = task_cores(args.n_jobs, len(tasks))
+
     def task(i, dataset, seed):
         began = time.perf_counter()
+        progress = FitProgress(dataset, seed, n_fits(dataset, args.quick), task=(i, len(tasks)),
+                               n_jobs=processes)  # fmt: skip
         run = partial(run_task, dataset, loaders[dataset], seed, args.quick, args.max_ecgs)
         figures_dir = figures if seed == seeds[0] else None
         if args.n_jobs == 1:
-            rows = run(figures_dir)
+            rows = run(figures_dir, progress)
         else:
-            # One thread per process: more would only contend for the cores (OpenMP
-            # spin-waits made a k-means 25 times slower on a busy 2-core machine).
-            torch.set_num_threads(1)
-            with threadpool_limits(limits=1):
-                rows = run(figures_dir)
+            # The allowed cores shared out, no more: more threads than cores would only
+            # contend (OpenMP spin-waits made a k-means 25 times slower on a busy 2-core
+            # machine); one task alone gets them all.
+            torch.set_num_threads(threads)
+            with threadpool_limits(limits=threads):
+                rows = run(figures_dir, progress)
         seconds = time.perf_counter() - began
         print(f"[{i}/{len(tasks)}] {dataset}, seed {seed}: {seconds:.0f} s", file=sys.stderr)
         return rows
 
-    results = Parallel(n_jobs=args.n_jobs)(
+    results = Parallel(n_jobs=processes)(
         delayed(task)(i, dataset, seed) for i, (dataset, seed) in enumerate(tasks, 1)
     )
     rows = [row for task_rows in results for row in task_rows]
     if args.n_jobs > 1:
-        torch.set_num_threads(1)  # as in the workers, for the summary line
+        torch.set_num_threads(threads)  # as in the workers, for the summary line
     elapsed = time.perf_counter() - start
     rows.append(run_row(args.quick, elapsed, args.n_jobs))
     args.output_dir.mkdir(parents=True, exist_ok=True)

@@ -154,3 +154,41 @@ def test_quick_run_learns_as_the_committed_quick_run(paper_tables):
         untrained = fresh[f"{kind} CROCS (untrained)"]
         assert trained["class Acc"] > max(majority["class Acc"], untrained["class Acc"]) + 15
         assert trained["class AMI"] > max(majority["class AMI"], untrained["class AMI"]) + 20
+
+
+@pytest.mark.parametrize(
+    ("results", "quick"), [(QUICK_RESULTS, True), (RAW_RESULTS, False)], ids=["quick", "full"]
+)
+def test_progress_counts_every_fit_of_a_task(paper_tables, results, quick):
+    """n_fits, the total of the progress lines, is the number of fits the committed runs timed."""
+    raw = pd.read_csv(results).dropna(subset=["fit (s)"])
+    # Rows of one fit (CP, TP and KM CROCS of one model) share its time.
+    timed = raw.groupby(["dataset", "seed"])["fit (s)"].nunique()
+    for (dataset, _), count in timed.items():
+        assert paper_tables.n_fits(dataset, quick) == count
+
+
+def test_one_progress_line_per_fit_with_method_seed_elapsed_and_remaining(paper_tables):
+    import io
+    import re
+
+    out = io.StringIO()
+    progress = paper_tables.FitProgress("PTB-XL sample", 3, total=4, task=(1, 3), n_jobs=1,
+                                        file=out)  # fmt: skip
+    progress("DTC", 1.5)
+    progress("KM EP", 0.2)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(
+        r"\[1/3\] PTB-XL sample, seed 3: fit 1/4 DTC in 2 s; \d+ s elapsed, about \d+ s left "
+        r"in this task, \d+ s in the run",
+        lines[0],
+    )
+    assert lines[1].startswith("[1/3] PTB-XL sample, seed 3: fit 2/4 KM EP in 0 s;")
+
+
+def test_a_single_task_gets_every_allowed_core(paper_tables):
+    assert paper_tables.task_cores(2, 1) == (1, 2)  # one seed, --n-jobs 2: two threads
+    assert paper_tables.task_cores(4, 2) == (2, 2)
+    assert paper_tables.task_cores(2, 10) == (2, 1)
+    assert paper_tables.task_cores(1, 10) == (1, 1)
