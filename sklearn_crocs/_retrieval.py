@@ -240,7 +240,10 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
             The ECGs to search, for example a :func:`numpy.load` memmap; read
-            ``batch_size`` rows at a time.
+            ``batch_size`` rows at a time. To retrieve whole records, one row
+            each, rather than their frames, give the records (a list when
+            their lengths differ) to a model with ``longer_signals="average"``
+            (see :ref:`retrieval`).
         y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame, \
 default=None
             Attributes of ``X``: a clone of ``estimator`` is fitted on
