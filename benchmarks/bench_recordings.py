@@ -6,11 +6,16 @@ in mV, with DC offsets, baseline wander and mains interference. This script
 makes the same 500 records raw-like and runs each way of feeding them to
 ``CROCSClusterer`` on the same patient splits:
 
-- raw-like records (fixed seed, independent of the split): upsampled to
-  500 Hz (polyphase), scaled to mV by a gain per record (0.1-0.5 mV per unit),
-  plus per lead a DC offset (up to +-1.5 mV), baseline wander (two tones
-  below 0.5 Hz, together up to 0.5 mV), mains at 50 Hz (even records) or
-  60 Hz (odd ones, 0.05-0.2 mV) and white noise (0.02 mV);
+- raw-like records (fixed seed, independent of the split), upsampled to
+  500 Hz (polyphase); by default (``--wander hard``, issue 46's generator)
+  scaled to mV by a gain per record of U(0.1, 0.4) mV per unit, plus per
+  lead a DC offset of N(0, 0.3) mV and three wander tones (each
+  U(0.05, 0.5) Hz, U(0, 0.4) mV, random phase), per record 50 Hz hum of
+  U(0, 0.1) mV on every lead, and white noise of 0.01 mV. ``--wander mild``
+  is the first generator: a gain of 0.1-0.5 mV per unit, per lead a DC
+  offset (up to +-1.5 mV), baseline wander (two tones below 0.45 Hz of up
+  to 0.25 mV each), mains at 50 Hz (even records) or 60 Hz (odd ones,
+  0.05-0.2 mV) and white noise (0.02 mV);
 - rows, each trained on 60 % of the patients and scored on the other 40 %
   (5-s frames, class x sex x age quartile, as ``bench_accuracy``):
 
@@ -40,7 +45,7 @@ speed between splits cancels out).
 
 Usage::
 
-    python benchmarks/bench_recordings.py [--seeds 0 1 2 3 4] [--working-rates 250]
+    python benchmarks/bench_recordings.py [--seeds 0 1 2 3 4] [--working-rates 250] [--wander mild]
     python benchmarks/bench_recordings.py --quick   # one split, 2 epochs: a smoke test
 """
 
@@ -72,25 +77,44 @@ RAW_RATE = 500
 FRAME_SECONDS = 5
 
 
-def make_raw(records, fs, seed=0):
-    """The records as a 500-Hz mV recording with offsets, wander, mains and noise."""
+def make_raw(records, fs, seed=0, wander="hard"):
+    """The records as a 500-Hz mV recording with offsets, wander, mains and noise.
+
+    ``wander="hard"`` (issue 46's generator, the default): per record a gain
+    of U(0.1, 0.4) mV per unit and 50 Hz hum of U(0, 0.1) mV on every lead;
+    per lead a DC offset of N(0, 0.3) mV and 3 wander tones, each of
+    U(0.05, 0.5) Hz, an amplitude of U(0, 0.4) mV and a random phase; white
+    noise of 0.01 mV. ``"mild"``: the first generator (a gain of U(0.1, 0.5),
+    offsets of U(-1.5, 1.5) mV, 2 tones below 0.45 Hz of up to 0.25 mV,
+    mains at 50 or 60 Hz of U(0.05, 0.2) mV, noise of 0.02 mV).
+    """
     rng = np.random.default_rng(seed)
     up = resample_signals(records.astype(np.float64), fs, RAW_RATE)
     n, leads, samples = up.shape
     t = np.arange(samples) / RAW_RATE
-    gain = rng.uniform(0.1, 0.5, size=(n, 1, 1))
-    offset = rng.uniform(-1.5, 1.5, size=(n, leads, 1))
-    wander = np.zeros_like(up)
-    for _ in range(2):
-        freq = rng.uniform(0.05, 0.45, size=(n, leads, 1))
+    hard = wander == "hard"
+    gain = rng.uniform(0.1, 0.4 if hard else 0.5, size=(n, 1, 1))
+    if hard:
+        offset = rng.normal(0, 0.3, size=(n, leads, 1))
+    else:
+        offset = rng.uniform(-1.5, 1.5, size=(n, leads, 1))
+    baseline = np.zeros_like(up)
+    for _ in range(3 if hard else 2):
+        freq = rng.uniform(0.05, 0.5 if hard else 0.45, size=(n, leads, 1))
         phase = rng.uniform(0, 2 * np.pi, size=(n, leads, 1))
-        wander += rng.uniform(0, 0.25, size=(n, leads, 1)) * np.sin(2 * np.pi * freq * t + phase)
-    mains_freq = np.where(np.arange(n) % 2 == 0, 50.0, 60.0)[:, None, None]
-    mains = rng.uniform(0.05, 0.2, size=(n, 1, 1)) * np.sin(
+        amplitude = rng.uniform(0, 0.4 if hard else 0.25, size=(n, leads, 1))
+        baseline += amplitude * np.sin(2 * np.pi * freq * t + phase)
+    if hard:
+        mains_freq = np.full((n, 1, 1), 50.0)
+        mains_amplitude = rng.uniform(0, 0.1, size=(n, 1, 1))
+    else:
+        mains_freq = np.where(np.arange(n) % 2 == 0, 50.0, 60.0)[:, None, None]
+        mains_amplitude = rng.uniform(0.05, 0.2, size=(n, 1, 1))
+    mains = mains_amplitude * np.sin(
         2 * np.pi * mains_freq * t + rng.uniform(0, 2 * np.pi, size=(n, 1, 1))
     )
-    noise = 0.02 * rng.standard_normal(up.shape)
-    return (gain * up + offset + wander + mains + noise).astype(np.float32)
+    noise = (0.01 if hard else 0.02) * rng.standard_normal(up.shape)
+    return (gain * up + offset + baseline + mains + noise).astype(np.float32)
 
 
 def scores(model, X_test, y_test, sampling_rate=None):
@@ -221,6 +245,12 @@ def main(argv=None):
         help="instead: compare these lower band-pass edges (Hz) of the documented path on "
         "validation patients inside the training patients (how its default was chosen)",
     )
+    parser.add_argument(
+        "--wander",
+        choices=["hard", "mild"],
+        default="hard",
+        help="the raw-like generator: issue 46's harder wander (default) or the first one",
+    )
     parser.add_argument("--output", type=Path, default=Path("recordings.csv"))
     parser.add_argument("--quick", action="store_true", help="one split, 2 epochs: a smoke test")
     args = parser.parse_args(argv)
@@ -229,9 +259,10 @@ def main(argv=None):
     print(f"Machine: {machine_summary()}; load average {os.getloadavg()[0]:.2f}")
     sample = load_ptbxl_sample()
     clean = sample.data
-    raw = make_raw(clean, sample.fs)
+    raw = make_raw(clean, sample.fs, wander=args.wander)
     print(
-        f"PTB-XL sample, {len(clean)} records; raw-like copy at {RAW_RATE} Hz: "
+        f"PTB-XL sample, {len(clean)} records; raw-like copy ({args.wander} wander) at "
+        f"{RAW_RATE} Hz: "
         f"median lead std {np.median(raw.std(axis=-1)):.3g} mV, splits {seeds}",
         flush=True,
     )

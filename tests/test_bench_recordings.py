@@ -1,0 +1,29 @@
+"""benchmarks/bench_recordings.py's raw-like generator (the benchmark itself is not run here)."""
+
+import numpy as np
+import pytest
+from conftest import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def bench_recordings():
+    yield from load_benchmark("bench_recordings")
+
+
+def test_hard_wander_is_the_default_and_follows_issue_46(bench_recordings):
+    # Flat records: what remains is the offset, the wander, the hum and the noise.
+    flat = np.zeros((400, 2, 1000), dtype=np.float32)  # 10 s at 100 Hz
+    raw = bench_recordings.make_raw(flat, 100, seed=0)
+    np.testing.assert_array_equal(raw, bench_recordings.make_raw(flat, 100, seed=0, wander="hard"))
+    assert raw.shape == (400, 2, 5000)
+    # Per-lead DC offsets of N(0, 0.3) mV (the tones average out over 10 s only in part).
+    assert 0.25 < np.std(raw.mean(axis=-1)) < 0.4
+    # Three tones of up to 0.4 mV, 50 Hz hum of up to 0.1 mV and 0.01 mV of noise.
+    assert np.abs(raw - raw.mean(axis=-1, keepdims=True)).max() < 2 * 3 * 0.4 + 0.1 + 0.06
+    spectrum = np.abs(np.fft.rfft(raw - raw.mean(axis=-1, keepdims=True), axis=-1))
+    freqs = np.fft.rfftfreq(5000, 1 / 500)
+    hum = spectrum[..., np.argmin(np.abs(freqs - 50))] * 2 / 5000
+    assert hum.max() <= 0.1 + 0.01 and np.isclose(hum[:, 0], hum[:, 1], atol=0.005).all()
+    assert spectrum[..., np.argmin(np.abs(freqs - 60))].max() * 2 / 5000 < 0.01  # no 60 Hz
+    mild = bench_recordings.make_raw(flat, 100, seed=0, wander="mild")
+    assert np.std(mild.mean(axis=-1)) > 0.6  # offsets of U(-1.5, 1.5) mV
