@@ -1,6 +1,6 @@
 """The ``sklearn-crocs`` command: CROCS on ECG records, without Python.
 
-``sklearn-crocs fit``, ``predict`` and ``search`` read a folder of WFDB
+``sklearn-crocs fit``, ``predict``, ``search`` and ``score`` read a folder of WFDB
 records (e.g. PhysioNet/CinC challenge or LUDB folders) and EDF/EDF+ files,
 an EDF file, a ``.npy``/``.npz`` array with ``--sampling-rate``, or the
 bundled data (``bundled:ptbxl-sample``, ``bundled:ludb``). Each record is

@@ -1,4 +1,4 @@
-"""What ``sklearn-crocs fit``, ``predict`` and ``search`` do (see :mod:`sklearn_crocs._cli`).
+"""What ``fit``, ``predict``, ``search`` and ``score`` do (see :mod:`sklearn_crocs._cli`).
 
 Kept apart from the argument parser so that ``sklearn-crocs --help`` imports
 neither numpy, pandas nor torch: :mod:`sklearn_crocs._cli` imports this module

@@ -303,7 +303,7 @@ def test_help_and_version():
     assert status == 0 and out.strip() == f"sklearn-crocs {sklearn_crocs.__version__}"
     # The main job's help names the subcommands.
     status, out, _ = run("--help")
-    assert status == 0 and "sklearn-crocs fit, predict and search" in " ".join(out.split())
+    assert status == 0 and "sklearn-crocs fit, predict, search and score" in " ".join(out.split())
 
 
 def test_without_subcommand_runs_the_main_job(monkeypatch):

@@ -10,7 +10,12 @@ import pytest
 from conftest import make_synthetic_ecgs
 
 from sklearn_crocs import CROCSClusterer, PrototypeRetriever
-from sklearn_crocs.plotting import PrototypeDisplay, RetrievalDisplay
+from sklearn_crocs.plotting import (
+    PrototypeDendrogramDisplay,
+    PrototypeDisplay,
+    RetrievalDisplay,
+    TrainingCurveDisplay,
+)
 from sklearn_crocs.preprocessing import resample_signals
 
 SECONDS = 2
@@ -62,6 +67,15 @@ def test_prototype_display_at_the_model_rate_and_another(fitted):
     X100 = resample_signals(X, rate, 100).astype(np.float32)
     display = PrototypeDisplay.from_estimator(model, X100, y, sampling_rate=100)
     assert len(display.embedding_coords) == len(X)
+
+
+def test_displays_of_the_fit_alone(fitted):
+    """The displays that take no ECGs: the prototypes' dendrogram and the training curve."""
+    _, model, _, _ = fitted
+    dendrogram = PrototypeDendrogramDisplay.from_estimator(model)
+    assert len(dendrogram.row_order_) == len(model.prototypes_)
+    curve = TrainingCurveDisplay.from_estimator(model, parts=("loss",))
+    assert len(curve.lines_["train", "loss"].get_xdata()) == model.n_iter_
 
 
 @pytest.fixture(scope="module")
