@@ -326,22 +326,30 @@ def _parser():
     return parser
 
 
-# The Python advice of library messages, and the flags that do the same here.
+# The Python advice of library messages (regular expressions, any case), and
+# the command's flags that do the same.
 _FLAGS = (
-    (r"(?:[Pp]ass )?on_error='skip'(?: to leave (?:the record|such records) out)?",
+    (r"pass on_error='skip'(?: to leave (?:the record|such records) out)?|on_error='skip'",
      "leave out --strict to skip it"),
-    (r"[Pp]ass repair_headers=False", "pass --no-repair-headers"),
-    (r"[Pp]ass repair_headers=True", "leave out --no-repair-headers"),
-    (r"Request leads that", "Request with --leads leads that"),
-    (r"[Pp]ass leads=\[\.\.\.\]", "pass --leads"),
+    (r"pass repair_headers=False", "pass --no-repair-headers"),
+    (r"pass repair_headers=True", "leave out --no-repair-headers"),
+    (r"pass leads=\[\.\.\.\]", "pass --leads"),
+    (r"request leads that", "request with --leads leads that"),
 )  # fmt: skip
+
+
+def _as_found(flag, found):
+    """``flag`` capitalised where the advice it replaces starts a sentence."""
+    return flag[0].upper() + flag[1:] if found[0].isupper() else flag
 
 
 def _cli_wording(message):
     """``message`` on one line, with Python arguments replaced by the command's flags."""
     message = " ".join(str(message).split())
     for pattern, flag in _FLAGS:
-        message = re.sub(pattern, flag, message)
+        message = re.sub(
+            pattern, lambda m, f=flag: _as_found(f, m.group(0)), message, flags=re.IGNORECASE
+        )
     return message
 
 
