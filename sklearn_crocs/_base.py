@@ -627,10 +627,27 @@ class BasePrototypeClusterer(
                     f"{_first_rows(unknown)}). Give every ECG the id of its patient; an ECG "
                     "whose patient is unknown can get a unique id of its own."
                 )
+        self._check_class_count(codec, class_index, n_samples, groups)
         seed = _draw_seed(self.random_state)
         # stacklevel: _split < _prepare < _fit < fit < _fit_context < caller
         train, valid = self._split(n_samples, groups, seed, classes, stacklevel=6)
         return _Training(X, lazy, codec, class_index, target, partial, seed, train, valid, groups)
+
+    @staticmethod
+    def _check_class_count(codec, class_index, n_samples, groups):
+        """Warn when the class has nearly one value per patient (e.g. raw diagnosis codes)."""
+        n_classes = len(codec.categories[class_index])
+        n_units = n_samples if groups is None else len(np.unique(groups))
+        if n_classes >= 10 and n_classes > n_units / 2:
+            unit = "ECGs" if groups is None else "patients"
+            warnings.warn(
+                f"The class attribute {codec.names[class_index]!r} has {n_classes} values for "
+                f"{n_units} {unit}, nearly one class each: too few {unit} per class to learn "
+                "it. Group diagnosis codes into classes first, e.g. with "
+                "sklearn_crocs.datasets.map_classes.",
+                UserWarning,
+                stacklevel=6,  # _check_class_count < _prepare < _fit < fit < _fit_context < caller
+            )
 
     def _train(self, data):
         """Fit ``net_`` on the training rows of X, early-stopping on the validation rows."""

@@ -578,11 +578,14 @@ def fit(args):
         random_state=args.random_state,
         verbose=0 if args.quiet else 1,
     )
-    model.fit(
-        records.frames[rows],
-        y_frames.reset_index(drop=True),
-        groups=records.groups[records.frame_record[rows]],
-    )
+    with warnings.catch_warnings():
+        # Said above with the command's remedy (--class-map).
+        warnings.filterwarnings("ignore", message="The class attribute .* nearly one class")
+        model.fit(
+            records.frames[rows],
+            y_frames.reset_index(drop=True),
+            groups=records.groups[records.frame_record[rows]],
+        )
     settings.update(
         {
             "lead_names": records.lead_names,

@@ -1,6 +1,7 @@
 """Class maps: diagnosis codes grouped into the paper's classes, or a user's."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -46,3 +47,19 @@ def test_bad_maps():
         map_classes(["1"], 3)
     with pytest.raises(ValueError, match="no entry"):
         map_classes(["1"], {})
+
+
+def test_fit_warns_when_the_class_has_nearly_one_value_per_patient():
+    from sklearn_crocs import CROCSClusterer
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(24, 1, 200).astype(np.float32)
+    codes = np.array([f"{400000 + i % 12}" for i in range(24)])  # 12 "diagnoses"
+    groups = np.arange(24) // 2  # 12 patients
+    model = CROCSClusterer(embedding_dim=4, max_epochs=1, validation_fraction=None)
+    with pytest.warns(UserWarning, match=r"'attribute_0' has 12 values for 12 patients.*map_classes"):
+        model.fit(X, codes, groups=groups)
+    grouped = np.where(np.arange(24) % 2 == 0, "SR", "AFIB")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model.fit(X, grouped, groups=groups)
