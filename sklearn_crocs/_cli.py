@@ -335,6 +335,9 @@ _FLAGS = (
     (r"pass repair_headers=True", "leave out --no-repair-headers"),
     (r"pass leads=\[\.\.\.\]", "pass --leads"),
     (r"request leads that", "request with --leads leads that"),
+    (r"e\.g\. with sklearn_crocs\.datasets\.map_classes",
+     "with --class-map chapman-rhythms (SNOMED CT rhythms), --class-map ptbxl-superclasses "
+     "(PTB-XL statements) or --class-map FILE (a code,class CSV or a JSON object)"),
 )  # fmt: skip
 
 

@@ -47,7 +47,7 @@ from .datasets._base import (
     parse_sex,
     progress,
 )
-from .datasets._class_maps import CLASS_MAPS, map_classes, read_class_map
+from .datasets._class_maps import map_classes, read_class_map
 from .datasets._edf import EDF_SUFFIXES, find_edf_files, import_edfio, read_edf_record
 from .datasets._records import RawRecord, collect_signals
 from .datasets._wfdb import find_wfdb_records, read_wfdb_record, warn_repaired
@@ -424,20 +424,6 @@ def _record_attributes(args, records, source, wanted, class_attribute=None, clas
     return pd.DataFrame(values, index=range(len(records.names)))
 
 
-def _check_class_count(y, class_attribute):
-    """Warn when the class has nearly one value per record (e.g. raw diagnosis codes)."""
-    n_values, n_records = y[class_attribute].nunique(), len(y)
-    if n_values >= 10 and n_values > n_records / 2:
-        warnings.warn(
-            f"the class attribute {class_attribute!r} has {n_values} distinct values among "
-            f"{n_records} records, nearly one class per record. Group its codes into classes "
-            f"with --class-map {' or --class-map '.join(CLASS_MAPS)} (SNOMED CT rhythms, "
-            "PTB-XL statements), or --class-map FILE (a code,class CSV or a JSON object).",
-            UserWarning,
-            stacklevel=2,
-        )
-
-
 def _age_groups(y, age_groups):
     """Ages in ``y`` binned into the groups that fit learned (``settings["age_groups"]``)."""
     for name, groups in age_groups.items():
@@ -532,7 +518,6 @@ def fit(args):
     if len(labelled) == 0:
         raise CommandError("no record has a known value of every attribute.")
     y = y.iloc[labelled].reset_index(drop=True)
-    _check_class_count(y, class_attribute)
     age_groups = {}
     for name in y.columns:
         if name.lower() == "age":
@@ -578,14 +563,11 @@ def fit(args):
         random_state=args.random_state,
         verbose=0 if args.quiet else 1,
     )
-    with warnings.catch_warnings():
-        # Said above with the command's remedy (--class-map).
-        warnings.filterwarnings("ignore", message="The class attribute .* nearly one class")
-        model.fit(
-            records.frames[rows],
-            y_frames.reset_index(drop=True),
-            groups=records.groups[records.frame_record[rows]],
-        )
+    model.fit(
+        records.frames[rows],
+        y_frames.reset_index(drop=True),
+        groups=records.groups[records.frame_record[rows]],
+    )
     settings.update(
         {
             "lead_names": records.lead_names,
