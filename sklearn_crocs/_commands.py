@@ -668,13 +668,16 @@ class _CountedRows:
 def _model_query(pairs, model, settings):
     """``{attribute: value}`` with the model's own values, read as fit read them.
 
-    ``sex`` is read as fit reads it (``female`` is F), an age in years is put
+    Names are matched regardless of case, as fit matches them; ``sex`` is
+    read as fit reads it (``female`` is F), an age in years is put
     into its age group, a code of the class attribute into its class under
     the class map of fit, and other values match the model's regardless of case.
     """
     names = list(model.attribute_names_)
+    by_lower = {n.lower(): n for n in names}
     query = {}
     for name, text in pairs:
+        name = by_lower.get(name.lower(), name)  # attribute names, as in fit, in any case
         if name not in names:
             raise CommandError(
                 f"--query: the model has no attribute {name!r}; its attributes are "

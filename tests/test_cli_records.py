@@ -209,3 +209,21 @@ def test_ages_written_90_plus_are_90():
     assert parse_age("90+") == 90.0
     assert parse_age(">89") == 90.0
     assert np.isnan(parse_age("unknown+"))
+
+
+def test_query_values_are_read_as_fit_reads_the_headers(mixed, tmp_path):
+    model = tmp_path / "m"
+    status, _, err = run(
+        "fit", mixed, "--attributes", "sex,age", "--age-groups", "2", "--model", model,
+        "--quiet", *TINY,
+    )
+    assert status == 0, err
+    groups = json.loads((model / "settings.json").read_text())["age_groups"]["age"]
+    # "female" is read as F, as fit read "Female"; an age in years is its group.
+    status, _, err = run(
+        "search", mixed, "--model", model, "--out", tmp_path / "q.csv", "--k", "2",
+        "--query", "sex=female,age=95", "--query", "SEX=f,age=" + groups["labels"][0],
+    )
+    assert status == 0, err
+    queries = pd.read_csv(tmp_path / "q.csv", dtype=str)["query"].unique().tolist()
+    assert queries == [f"sex=F,age={groups['labels'][-1]}", f"sex=F,age={groups['labels'][0]}"]
