@@ -66,7 +66,7 @@ def _query_pairs(text):
                 f"'sex=F,age=>=71', got {text!r}"
             )
         pairs.append((name.strip(), value.strip()))
-    names = [name for name, _ in pairs]
+    names = [name.lower() for name, _ in pairs]  # names match in any case
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"an attribute is named twice in {text!r}")
     return pairs
