@@ -127,12 +127,15 @@ def plain_crocs(X, codes, dims, *, seed, epochs=40, batch_size=128, lr=1e-3, tau
     return encoder.eval(), F.normalize(prototypes.detach(), dim=1).numpy(), seconds
 
 
-def supervised_ceiling(X, codes, dims, *, seed, epochs=40, batch_size=128, lr=1e-3):
+def supervised_ceiling(X, codes, dims, *, seed, epochs=40, batch_size=128, lr=1e-3,
+                       cosine=False):  # fmt: skip
     """The defaults' encoder and augmentation trained on the labels directly.
 
     One linear head and cross-entropy per attribute: what this encoder reads
     of each attribute when it is told it, which bounds what any clustering
-    of its embeddings can reach. Returns (predict, seconds).
+    of its embeddings can reach. ``cosine``: the learning rate decays along
+    a half cosine over the epochs, as ``lr_schedule="cosine"`` does.
+    Returns (predict, seconds).
     """
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -140,6 +143,7 @@ def supervised_ceiling(X, codes, dims, *, seed, epochs=40, batch_size=128, lr=1e
     heads = nn.ModuleList(nn.Linear(128, d) for d in dims)
     augment = RandomWindow(crop=0.8, amplitude_jitter=0.1)
     optimizer = torch.optim.Adam([*encoder.parameters(), *heads.parameters()], lr=lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs) if cosine else None
     X, target = torch.as_tensor(X), torch.as_tensor(codes, dtype=torch.long)
     start = time.perf_counter()
     for _ in range(epochs):
@@ -153,6 +157,8 @@ def supervised_ceiling(X, codes, dims, *, seed, epochs=40, batch_size=128, lr=1e
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+        if schedule is not None:
+            schedule.step()
     seconds = time.perf_counter() - start
     encoder.eval()
 
@@ -298,9 +304,10 @@ def lever_rows(models, seconds, X, y, train, with_crops=False):
     return rows
 
 
-def ceiling_rows(X_train, codes_train, dims, X, y, seed, epochs, as_frame):
+def ceiling_rows(X_train, codes_train, dims, X, y, seed, epochs, as_frame, cosine=False):
     """The supervised ceiling scored on the frames of X and on its whole records."""
-    predict, seconds = supervised_ceiling(X_train, codes_train, dims, seed=seed, epochs=epochs)
+    predict, seconds = supervised_ceiling(X_train, codes_train, dims, seed=seed, epochs=epochs,
+                                          cosine=cosine)  # fmt: skip
     y = y.reset_index(drop=True)
     rows = {}
     for name, records, truth in (("", False, y), (", whole records", True, y.iloc[0::2])):

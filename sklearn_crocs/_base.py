@@ -33,7 +33,7 @@ from sklearn.base import (
 )
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
-from skorch.callbacks import PassthroughScoring
+from skorch.callbacks import LRScheduler, PassthroughScoring
 from skorch.helper import predefined_split
 from skorch.history import History
 from tqdm import tqdm
@@ -141,6 +141,37 @@ class SignalMixin:
             self.input_shape_ = shape
             self._fit_ndim = ndim
         return X.reshape(X.shape[0], *self.input_shape_)
+
+
+#: ``max_epochs="auto"``: ECGs seen in a fit on ``_EPOCH_REFERENCE`` ECGs, and the
+#: most epochs (chosen on validation patients of PTB-XL: docs, "How much data").
+_EPOCH_REFERENCE = 1000
+_MOST_EPOCHS = 40
+
+
+def auto_max_epochs(n_train):
+    """Epochs of ``max_epochs="auto"`` for a fit on ``n_train`` ECGs.
+
+    ``min(40, round(40 * sqrt(1000 / n_train)))``, at least 1: 40 epochs up
+    to 1,000 ECGs, then ECGs seen grow as the square root of ``n_train``
+    (2,000 ECGs: 28 epochs; 10,000: 13; 40,000: 6), so that the fit time
+    does too. ``n_train=None`` (a net rebuilt from a file, which does not
+    train) gives 40.
+    """
+    if n_train is None:
+        return _MOST_EPOCHS
+    epochs = round(_MOST_EPOCHS * math.sqrt(_EPOCH_REFERENCE / max(n_train, 1)))
+    return int(min(_MOST_EPOCHS, max(1, epochs)))
+
+
+def _is_lr_scheduler(callback):
+    """Whether a skorch callback entry (instance, class, or ``(name, either)``) is an
+    ``LRScheduler``: the user's schedule replaces the built-in one."""
+    if isinstance(callback, tuple):
+        callback = callback[1]
+    return isinstance(callback, LRScheduler) or (
+        isinstance(callback, type) and issubclass(callback, LRScheduler)
+    )
 
 
 class NeuralEstimatorMixin(SignalMixin):
@@ -255,17 +286,29 @@ class NeuralEstimatorMixin(SignalMixin):
         init_encoder(self._encoder_of(net.module_), pretrainer)
         return net.partial_fit(X, y)
 
-    def _assemble_net(self, net_class, *, seed, valid_dataset, callbacks, **params):
+    def _assemble_net(
+        self, net_class, *, seed, valid_dataset, callbacks, n_train=None, lr_schedule="constant",
+        **params,
+    ):  # fmt: skip
         """A skorch net of ``net_class`` with the training settings every estimator shares.
 
-        Adam at ``lr``, ``max_epochs`` passes of ``batch_size`` ECGs in an
-        order drawn from ``seed``, early-stopping data ``valid_dataset``
-        (``None``: none); ``params`` add the module, criterion and placement.
+        Adam at ``lr`` (``lr_schedule="cosine"``: decayed along a half cosine
+        over the epochs), ``max_epochs`` passes (see :func:`auto_max_epochs`
+        for ``"auto"``) over the ``n_train`` training ECGs in batches of
+        ``batch_size``, in an order drawn from ``seed``, early-stopping data
+        ``valid_dataset`` (``None``: none); ``params`` add the module,
+        criterion and placement.
         """
+        max_epochs = self.max_epochs
+        if max_epochs == "auto":
+            max_epochs = auto_max_epochs(n_train)
+        if lr_schedule == "cosine" and not any(map(_is_lr_scheduler, callbacks)):
+            schedule = LRScheduler(policy="CosineAnnealingLR", T_max=max_epochs)
+            callbacks = [("lr_schedule", schedule), *callbacks]
         return net_class(
             optimizer=torch.optim.Adam,
             lr=self.lr,
-            max_epochs=self.max_epochs,
+            max_epochs=max_epochs,
             batch_size=self.batch_size,
             predict_batch_size="auto",
             dataset=ArrayDataset,
@@ -552,7 +595,7 @@ class BasePrototypeClusterer(
     # ---------------------------------------------------------------- fitting
     def _build_net(
         self, n_leads, n_timepoints, seed, valid_dataset, partial_combinations=None, *,
-        codec, class_index,
+        codec, class_index, n_train=None,
     ):  # fmt: skip
         encoder = encoder_class(self.encoder)
         encoder_params = {f"module__{k}": v for k, v in (self.encoder_params or {}).items()}
@@ -574,6 +617,8 @@ class BasePrototypeClusterer(
             seed=seed,
             valid_dataset=valid_dataset,
             callbacks=callbacks + self._user_callbacks(),
+            n_train=n_train,
+            lr_schedule=self.lr_schedule,
             module=encoder,
             module__in_channels=n_leads,
             module__n_timepoints=n_timepoints,
@@ -665,6 +710,7 @@ class BasePrototypeClusterer(
         device = torch.device(self._training_device())
         # Rows of y with missing values only: with none, the loss is unchanged.
         partial = data.partial if len(data.partial) else None
+        n_train = data.X.shape[0] if data.valid is None else len(data.train)
         nets = []
         # Net k of an ensemble starts from seed + k: the first is the single model.
         for seed in (data.seed + k for k in range(self._ensemble_size())):
@@ -672,7 +718,7 @@ class BasePrototypeClusterer(
                 torch.manual_seed(seed)
                 net = self._build_net(
                     *self.input_shape_, seed, valid_dataset, partial,
-                    codec=data.codec, class_index=data.class_index,
+                    codec=data.codec, class_index=data.class_index, n_train=n_train,
                 )  # fmt: skip
                 train = dataset(None if data.valid is None else data.train)
                 self._fit_net(net, train, None, pretrainer)

@@ -427,7 +427,8 @@ def test_lr_scheduler_with_early_stopping(synthetic):
     assert {"valid_nce", "train_nce"} <= set(history[-1])
     assert {"early_stopping", "keep_best"} <= set(dict(model.net_.callbacks_))
     assert not hasattr(scheduler, "lr_scheduler_")
-    unscheduled = _model(max_epochs=4, validation_fraction=0.25).fit(X, y, groups=groups)
+    unscheduled = _model(max_epochs=4, validation_fraction=0.25, lr_schedule="constant")
+    unscheduled.fit(X, y, groups=groups)
     assert "event_lr" not in unscheduled.net_.history[-1]
     assert not np.allclose(unscheduled.prototypes_, model.prototypes_)
 
@@ -1387,3 +1388,43 @@ def test_a_fit_with_a_validation_split_does_not_import_the_dataset_readers():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------- epoch budget
+@pytest.mark.parametrize(
+    ("n_train", "epochs"),
+    [(None, 40), (1, 40), (600, 40), (1000, 40), (2000, 28), (4000, 20), (10_000, 13),
+     (40_000, 6), (10**7, 1)],  # fmt: skip
+)
+def test_auto_max_epochs_rule(n_train, epochs):
+    from sklearn_crocs._base import auto_max_epochs
+
+    assert auto_max_epochs(n_train) == epochs
+
+
+class _StopAfterOneEpoch(Callback):
+    def on_epoch_end(self, net, **kwargs):
+        raise KeyboardInterrupt  # skorch ends training cleanly on it
+
+
+@pytest.mark.parametrize(("validation_fraction", "n_train"), [(None, 4000), (0.25, 3000)])
+def test_auto_max_epochs_counts_the_training_ecgs(synthetic, validation_fraction, n_train):
+    X, y, groups = synthetic
+    repeat = -(-4000 // len(X))
+    X, y = np.tile(X, (repeat, 1, 1))[:4000], pd.concat([y] * repeat)[:4000]
+    groups = np.arange(4000) // 10  # 400 patients: 300 of them train with 0.25 held out
+    model = _model(max_epochs="auto", validation_fraction=validation_fraction,
+                   callbacks=[_StopAfterOneEpoch()]).fit(X, y, groups=groups)  # fmt: skip
+    expected = round(40 * math.sqrt(1000 / n_train))
+    assert model.net_.max_epochs == expected and model.n_iter_ == 1
+
+
+def test_cosine_lr_schedule_is_the_default(synthetic):
+    X, y, _ = synthetic
+    history = _model(max_epochs=4, lr_schedule="cosine").fit(X, y).net_.history
+    expected = FAST["lr"] * (1 + np.cos(np.pi * np.arange(4) / 4)) / 2
+    np.testing.assert_allclose(history[:, "event_lr"], expected)
+    assert CROCSClusterer().lr_schedule == "cosine"
+    constant = _model(max_epochs=4, lr_schedule="constant").fit(X, y).net_
+    assert "event_lr" not in constant.history[-1]
+    assert constant.optimizer_.param_groups[0]["lr"] == FAST["lr"]

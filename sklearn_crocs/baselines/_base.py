@@ -255,6 +255,7 @@ class NeuralBaseline(
                 seed=seed,
                 valid_dataset=None if valid is None else ArrayDataset(X[valid], targets[valid]),
                 callbacks=[*extra_callbacks, *callbacks],
+                n_train=len(train),
                 module=module,
                 criterion=criterion,
                 device=self.device,

@@ -120,6 +120,9 @@ class DTC(BasePrototypeClusterer):
         Mini-batch size.
     lr : float, default=CROCSClusterer's
         Learning rate of Adam.
+    lr_schedule : {"cosine", "constant"}, default=CROCSClusterer's
+        Schedule of the learning rate, as in
+        :class:`~sklearn_crocs.CROCSClusterer`.
     validation_fraction : float or None, default=CROCSClusterer's
         Fraction of the patients held out for early stopping on the KL
         divergence; ``None`` trains ``max_epochs`` epochs.
@@ -219,7 +222,7 @@ class DTC(BasePrototypeClusterer):
         **TRAINING_CONSTRAINTS,
         **{
             name: CROCSClusterer._parameter_constraints[name]
-            for name in ("tau_w", "prototypes", "class_attribute")
+            for name in ("tau_w", "prototypes", "class_attribute", "lr_schedule")
         },
         "alpha": [Interval(Real, 0, None, closed="neither")],
     }
@@ -237,6 +240,7 @@ class DTC(BasePrototypeClusterer):
         max_epochs=_D["max_epochs"],
         batch_size=_D["batch_size"],
         lr=_D["lr"],
+        lr_schedule=_D["lr_schedule"],
         validation_fraction=_D["validation_fraction"],
         n_iter_no_change=_D["n_iter_no_change"],
         device="cpu",
@@ -254,6 +258,7 @@ class DTC(BasePrototypeClusterer):
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr
+        self.lr_schedule = lr_schedule
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.device = device
