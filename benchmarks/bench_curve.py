@@ -38,7 +38,10 @@ Usage::
 
     python benchmarks/bench_curve.py [--seeds 0 1 2] [--output curve.csv]
     python benchmarks/bench_curve.py --quick   # one seed, 500 and 1,000 records, 2 epochs
-    python benchmarks/bench_curve.py --plot curve.csv --figure learning_curve.png
+    python benchmarks/bench_curve.py --combine curve_0.csv curve_1.csv curve_2.csv  # one-seed runs
+
+The user guide's figure (``docs/user_guide/learning_curve_chart.py``) is
+drawn from ``benchmarks/results/learning_curve.csv``, an ``--output`` file.
 """
 
 import argparse
@@ -168,37 +171,6 @@ def run_seed(records, seed, args):
     return table
 
 
-def plot(csv, figure):
-    """The learning curve of a written ``--output`` file as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    mean = pd.read_csv(csv, header=[0, 1, 2], index_col=0)["mean"]
-    std = pd.read_csv(csv, header=[0, 1, 2], index_col=0)["std"]
-    curve = [r for r in mean.index if r.startswith("CROCS, ") and r.endswith(" records")]
-    n = mean.loc[curve, ("records", "n")]
-    ceiling = [r for r in mean.index if r.startswith("Supervised") and "whole" not in r]
-    panels = [(("class", "Acc"), "class accuracy"), (("sex", "Acc"), "sex accuracy"),
-              (("age", "Acc"), "age-quartile accuracy"), (("class", "AMI"), "class AMI"),
-              (("P@10", "=3"), "exact-match P@10 (CP)"),
-              (("fit", "s"), "fit time (s)")]  # fmt: skip
-    fig, axes = plt.subplots(2, 3, figsize=(11, 6), sharex=True)
-    for ax, (column, title) in zip(axes.ravel(), panels):
-        ax.errorbar(n, mean.loc[curve, column], yerr=std.loc[curve, column], marker="o",
-                    capsize=3, label="CROCS defaults")  # fmt: skip
-        if ceiling and not np.isnan(mean.loc[ceiling[0], column]):
-            ax.axhline(mean.loc[ceiling[0], column], ls="--", c="grey", label="supervised ceiling")
-        ax.set_xscale("log")
-        ax.set_title(title)
-        ax.set_xlabel("training records")
-    axes[0, 0].legend(loc="lower right", fontsize=8)
-    fig.suptitle("CROCS on PTB-XL (sample + ptbxl-more): held-out patients, mean (std) over splits")
-    fig.tight_layout()
-    fig.savefig(figure, dpi=100)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -209,13 +181,7 @@ def main(argv=None):
                         help="score a fold of the training patients")  # fmt: skip
     parser.add_argument("--combine", type=Path, nargs="+",
                         help="join the --output files of one-seed runs")  # fmt: skip
-    parser.add_argument("--plot", type=Path, help="draw the curve of this --output file")
-    parser.add_argument("--figure", type=Path, default=Path("learning_curve.png"))
     args = parser.parse_args(argv)
-    if args.plot:
-        plot(args.plot, args.figure)
-        print(f"Written to {args.figure}")
-        return 0
     if args.combine:
         tables = [pd.read_csv(f, header=[0, 1, 2], index_col=0)["mean"] for f in args.combine]
         return report(tables, args.output, "test patients", time.perf_counter())

@@ -25,10 +25,12 @@ from pathlib import Path
 from . import __version__
 
 # LUDB's setting: the paper's Chapman protocol, with early stopping on 20 %
-# of all patients (a quarter of the training ones).
+# of all patients (a quarter of the training ones), at the constant rate it
+# was chosen with.
 _LUDB_PARAMS = {
     "encoder": "cnn",
     "lr": 1e-3,
+    "lr_schedule": "constant",
     "max_epochs": 300,
     "validation_fraction": 0.25,
     "n_iter_no_change": 20,

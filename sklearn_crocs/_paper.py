@@ -13,6 +13,7 @@ _SHARED = {
     "prototypes": "learned",
     "ordinal": None,
     "augment": None,
+    "lr_schedule": "constant",
 }
 _DATASETS = {
     "chapman": {
@@ -77,6 +78,8 @@ def paper_params(dataset):
           Eq. 2 and the Hamming distance of Eq. 3 treat them;
         - ``augment=None``: whole 2500-sample frames, no augmentation
           (Appendix A names none);
+        - ``lr_schedule="constant"``: Adam at a fixed learning rate (the
+          paper names no schedule);
         - Chapman: ``encoder="cnn"`` with the layers of Table 5 (spelled
           out in ``encoder_params``), ``embedding_dim=128``,
           ``batch_size=256``, ``lr=1e-4`` (Sec. 5, Table 6), and

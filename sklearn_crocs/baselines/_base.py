@@ -336,12 +336,14 @@ TRAINING_DOC = """encoder : {"cnn", "resnet"} or nn.Module subclass, default=CRO
         Extra keyword arguments of the encoder.
     embedding_dim : int, default=CROCSClusterer's
         Dimension of the encoder's output.
-    max_epochs : int, default=CROCSClusterer's
-        Number of passes over the training data (at most, with early stopping).
+    max_epochs : int or "auto", default=CROCSClusterer's
+        Number of passes over the training data (at most, with early stopping);
+        ``"auto"`` follows the number of training ECGs, as in
+        :class:`~sklearn_crocs.CROCSClusterer`.
     batch_size : int, default=CROCSClusterer's
         Mini-batch size.
     lr : float, default=CROCSClusterer's
-        Learning rate of Adam."""
+        Learning rate of Adam (constant)."""
 EARLY_STOPPING_DOC = """validation_fraction : float or None, default=CROCSClusterer's
         Fraction of the patients (``groups``) held out: training stops when
         their loss has not improved by a relative 1e-4 for

@@ -114,8 +114,9 @@ class DTC(BasePrototypeClusterer):
         embedding of each combination.
     class_attribute : int or str, default=0
         Column of ``y`` holding the class.
-    max_epochs : int, default=CROCSClusterer's
-        Maximum number of epochs.
+    max_epochs : int or "auto", default=CROCSClusterer's
+        Maximum number of epochs; ``"auto"`` follows the number of training
+        ECGs, as in :class:`~sklearn_crocs.CROCSClusterer`.
     batch_size : int, default=CROCSClusterer's
         Mini-batch size.
     lr : float, default=CROCSClusterer's
