@@ -45,12 +45,15 @@ from ._persistence import (
     ESTIMATOR_FIELDS,
     CallerError,
     InvalidModelFileError,
+    check_activation,
     check_encoder_shapes,
     check_fields,
     check_load_args,
+    check_probe,
     class_name,
     decode_params,
     encode_value,
+    probe_signals,
     read_model_file,
     resolve_device,
     resolve_encoder,
@@ -1224,6 +1227,19 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
         names_in is not None and len(names_in) != model.n_features_in_
     ):
         raise ValueError("inconsistent input description")
+    # The encoder's rate follows from the parameters; a document that says
+    # otherwise would have new signals resampled to a rate the model never saw.
+    if model.sampling_rate_ != model._fit_rate():
+        raise ValueError(
+            f"sampling_rate {model.sampling_rate_} is not the rate the parameters give the "
+            f"encoder ({model._fit_rate()})"
+        )
+    if model.sampling_rate_ is not None:
+        check_signal_layout((1, *model.input_shape_), model.sampling_rate_, name="input_shape")
+    check_activation(
+        encoder_class(model.encoder), model.input_shape_, model.embedding_dim,
+        model.encoder_params,
+    )  # fmt: skip
 
     shape = (len(fitted.learned), model.embedding_dim)
     labels = t["labels"].numpy()
@@ -1262,4 +1278,7 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
     model.labels_ = labels
     # Not in the file: the encoder's weights hold what the pretraining gave.
     model.pretrainer_ = model.pretraining_time_ = None
+    probe = probe_signals(*model.input_shape_, model.sampling_rate_, model.signal_scale_)
+    for net in nets:
+        check_probe(path, net.forward(ArrayDataset(probe), training=False, device="cpu"))
     return model

@@ -39,6 +39,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ._attributes import LAYOUTS
+from ._guards import activation_size
 from ._utils import _atomic_path, _device_problem, _file_sha256, _python_value
 from .nn._augment import RandomWindow
 from .preprocessing import SignalConditioner
@@ -72,6 +73,12 @@ _ATTRIBUTE_DTYPES = frozenset(
 _VALUE_DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|U(\d{1,9}))")
 # Largest input a loaded model accepts: 4096 leads, 2**31 samples per lead.
 _MAX_LEADS, _MAX_TIMEPOINTS = 4096, 2**31
+# Largest tensor (elements) of a one-ECG forward pass that a model file may
+# describe: 16 MiB of float32, a 64-channel ResNet stem over 131,072 samples
+# (over 20 minutes at 100 Hz). Loading probes the model, and the command line
+# builds a blank frame, from the declared input shape, so a document that asks
+# for more is refused before anything is allocated from it.
+MAX_ACTIVATION = 2**22
 # Nesting of FrozenEstimator and Pipeline in a retriever's estimator.
 MAX_NESTING = 16
 
@@ -548,8 +555,9 @@ ESTIMATOR_FIELDS = {
         lambda v: isinstance(v, list)
         and len(v) == 2
         and _is_int(1, _MAX_LEADS)(v[0])
-        and _is_int(1, _MAX_TIMEPOINTS)(v[1]),
-        f"[leads <= {_MAX_LEADS}, samples <= {_MAX_TIMEPOINTS}]",
+        and _is_int(1, _MAX_TIMEPOINTS)(v[1])
+        and v[0] * v[1] <= MAX_ACTIVATION,
+        f"[leads <= {_MAX_LEADS}, samples] with leads x samples <= {MAX_ACTIVATION}",
         True,
     ),
     "fit_ndim": (lambda v: v in (2, 3) and not isinstance(v, bool), "2 or 3", True),
@@ -666,3 +674,54 @@ def check_encoder_shapes(build, weights):
                 f"build {shape}"
             )
 
+
+
+def check_activation(encoder, input_shape, embedding_dim, encoder_params):
+    """Raise ValueError if one ECG's forward pass would hold a tensor beyond MAX_ACTIVATION.
+
+    Measured on the meta device, so that nothing is allocated from the document.
+    """
+    size = activation_size(encoder, *input_shape, embedding_dim, encoder_params or {})
+    if size > MAX_ACTIVATION:
+        raise ValueError(
+            f"input_shape {list(input_shape)} makes a forward pass of one ECG hold "
+            f"{size} values in one tensor, more than the {MAX_ACTIVATION} a model file may "
+            "describe"
+        )
+
+
+def probe_signals(n_leads, n_samples, rate=None, scale=None):
+    """Two ECG-like frames (float32, ``(2, n_leads, n_samples)``) to probe a loaded model.
+
+    Beats of P, QRS and T waves at 60 and 100 bpm, at ``rate`` Hz (500 when
+    unknown), scaled to the median lead standard deviation ``scale`` of the
+    training signals when known.
+    """
+    t = np.arange(n_samples) / (rate or 500.0)
+    # (centre in s from the R peak, width in s, amplitude in mV) of each wave.
+    waves = [(-0.2, 0.025, 0.15), (-0.03, 0.01, -0.1), (0.0, 0.01, 1.0),
+             (0.03, 0.01, -0.25), (0.3, 0.05, 0.3)]  # fmt: skip
+    frames = []
+    for period in (1.0, 0.6):
+        since = (t + 0.3) % period - 0.3  # seconds from the nearest R peak
+        beat = sum(a * np.exp(-(((since - c) / w) ** 2)) for c, w, a in waves)
+        frames.append([(1 + 0.1 * lead) * beat for lead in range(n_leads)])
+    X = np.asarray(frames)
+    spread = float(np.median(X.reshape(-1, n_samples).std(axis=1)))
+    if scale and spread:
+        X *= scale / spread
+    return X.astype(np.float32)
+
+
+def check_probe(path, outputs):
+    """Refuse a loaded model whose raw encoder ``outputs`` (a tensor, one row per frame of
+    :func:`probe_signals`) are not finite or too large to normalise to unit length."""
+    # The norm that F.normalize divides by: an infinite one makes every embedding 0.
+    if not bool(torch.isfinite(outputs.detach().float().norm(dim=1)).all()):
+        raise InvalidModelFileError(
+            f"{path}: the model's outputs on ECG-like signals are NaN, infinite or too large "
+            "to normalise, so every prediction would be meaningless (its weights are finite "
+            "but do not describe a working network, e.g. a negative BatchNorm running_var "
+            "or values near the float32 limit). The file was altered or saved from a failed "
+            "fit; fit and save the model again."
+        )

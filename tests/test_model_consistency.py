@@ -1,0 +1,225 @@
+"""A model file must describe a model that works (issue 45, items 1-4 and 11).
+
+Each crafted file is built from a genuine one with the document's SHA-256
+recomputed, as anyone who edits a file can. It must be refused at load, not
+at use: a model that loads predicts, and a wrong prediction is not an error.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_synthetic_ecgs
+from sklearn.frozen import FrozenEstimator
+from test_cli import error_line, run
+from test_common import FAST_CNN
+from test_model_file_trust import _document, _forge, _tensor
+
+from sklearn_crocs import (
+    ContrastivePretrainer,
+    CROCSClusterer,
+    InvalidModelFileError,
+    PrototypeRetriever,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic_ecgs(n_patients=12, frames_per_patient=2, length=200, seed=1)
+
+
+@pytest.fixture(scope="module")
+def model(data):
+    X, y, _ = data
+    return CROCSClusterer(
+        encoder="cnn", encoder_params=FAST_CNN, embedding_dim=8, max_epochs=2,
+        validation_fraction=None, sampling_rate=100, working_rate=100, random_state=0,
+    ).fit(X, y)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def resnet(data):
+    X, y, _ = data
+    return CROCSClusterer(
+        encoder="resnet", encoder_params={"channels": (4,)}, embedding_dim=8, max_epochs=1,
+        validation_fraction=None, random_state=0,
+    ).fit(X, y)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pretrainer(data):
+    X, _, _ = data
+    return ContrastivePretrainer(
+        encoder="cnn", encoder_params=FAST_CNN, embedding_dim=8, max_epochs=1, random_state=0
+    ).fit(X)
+
+
+def _save(kind, model, pretrainer, data, path):
+    if kind == "clusterer":
+        model.save(path)
+    elif kind == "retriever":
+        PrototypeRetriever(FrozenEstimator(model)).fit(data[0]).save(path)
+    else:
+        pretrainer.save(path)
+
+
+_LOADERS = {
+    "clusterer": CROCSClusterer.load,
+    "retriever": PrototypeRetriever.load,
+    "pretrainer": ContrastivePretrainer.load,
+}
+
+
+# ------------------------------------ item 2: finite weights, non-finite outputs
+def _break_weights(path, case):
+    """Finite weights whose every output is NaN: a negative BatchNorm variance, or
+    weights near the float32 limit."""
+    names = list(_document(path)["tensors"])
+    if case == "negative-running-var":
+        name = next(n for n in names if n.endswith("running_var"))
+        _forge(path, tensors={name: -_tensor(path, name).abs() - 1})
+    else:
+        name = next(n for n in names if n.endswith("weight") and "encoder." in n)
+        _forge(path, tensors={name: torch.full_like(_tensor(path, name), 3e38)})
+
+
+@pytest.mark.bad_input(
+    "Model file", "finite weights whose outputs are NaN", "InvalidModelFileError"
+)
+@pytest.mark.parametrize("case", ["negative-running-var", "weights-3e38"])
+@pytest.mark.parametrize("kind", ["clusterer", "retriever", "pretrainer"])
+def test_weights_that_give_nan_outputs_are_refused(
+    model, pretrainer, data, tmp_path, kind, case
+):
+    path = tmp_path / "model.safetensors"
+    _save(kind, model, pretrainer, data, path)
+    _LOADERS[kind](path)  # the genuine file loads: the probe passes working models
+    _break_weights(path, case)
+    with pytest.raises(InvalidModelFileError, match="outputs on ECG-like signals are NaN, infinite or too large"):
+        _LOADERS[kind](path)
+
+
+# ------------------------------------ item 1: no allocation from a declared shape
+@pytest.mark.bad_input(
+    "Model file", "input_shape far beyond any ECG (length-free ResNet)", "InvalidModelFileError"
+)
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        ([2, 2**31], "'input_shape' is not"),  # 16 GiB for the command line's blank frame
+        ([1, 2**22], "values in one tensor, more than"),  # the stem's output, not the input
+    ],
+)
+def test_input_shape_is_bounded_for_length_free_encoders(resnet, tmp_path, shape, message):
+    path = tmp_path / "model.safetensors"
+    resnet.save(path)
+    # The ResNet's weights do not depend on the length: only the limits refuse it.
+    _forge(path, document={"input_shape": shape, "n_features_in": shape[0] * shape[1]})
+    with pytest.raises(InvalidModelFileError, match=message):
+        CROCSClusterer.load(path)
+
+
+# ------------------------------------ item 4: the rate fields agree
+@pytest.mark.bad_input(
+    "Model file", "sampling_rate not the rate of its parameters, or absurd",
+    "InvalidModelFileError",
+)  # fmt: skip
+@pytest.mark.parametrize(
+    ("document", "params", "message"),
+    [
+        # 250-sample frames at working_rate=100 declared at 50 Hz.
+        ({"sampling_rate": 50.0}, {}, "sampling_rate 50.0 is not the rate the parameters"),
+        ({"sampling_rate": 1e308}, {"sampling_rate": 1e308, "working_rate": None},
+         "'sampling_rate' parameter"),
+        ({"sampling_rate": 1e-9}, {"sampling_rate": 1e-9, "working_rate": None},
+         "'sampling_rate' parameter"),
+        ({"sampling_rate": 100.0}, {"working_rate": 1e-9}, "'working_rate' parameter"),
+        # 200 samples at 10 kHz: frames of 0.02 s.
+        ({"sampling_rate": 10000.0}, {"sampling_rate": 10000.0, "working_rate": None},
+         "too short for an ECG"),
+    ],
+)  # fmt: skip
+def test_rate_fields_are_cross_checked(model, tmp_path, document, params, message):
+    path = tmp_path / "model.safetensors"
+    model.save(path)
+    _forge(path, document={**document, "params": {**_document(path)["params"], **params}})
+    with pytest.raises(InvalidModelFileError, match=message):
+        CROCSClusterer.load(path)
+
+
+# ------------------------------------ item 11: pretrainer n_features_in
+@pytest.mark.bad_input(
+    "Model file", "pretrainer n_features_in not the views' leads", "InvalidModelFileError"
+)
+@pytest.mark.parametrize("n_features_in", [2, 4096])
+def test_pretrainer_leads_agree_with_input_shape(pretrainer, tmp_path, n_features_in):
+    path = tmp_path / "pretrainer.safetensors"
+    pretrainer.save(path)
+    _forge(path, document={"n_features_in": n_features_in})
+    with pytest.raises(InvalidModelFileError, match="is not the views method="):
+        ContrastivePretrainer.load(path)
+
+
+# ------------------------------------ item 3: settings.json against the model
+@pytest.fixture(scope="module")
+def cli_model(tmp_path_factory):
+    """A command-line model on two leads of the bundled LUDB records, at 100 Hz."""
+    from sklearn_crocs.datasets import load_ludb
+
+    folder = tmp_path_factory.mktemp("cli")
+    ludb = load_ludb()
+    ids = np.array([f"L{name}" for name in ludb.record_names])
+    np.savez(folder / "two.npz", X=ludb.data[:, :2], record_ids=ids, lead_names=["I", "II"])
+    ludb.attributes[["sex"]].to_csv(folder / "labels.csv", index=False)
+    argv = ["fit", folder / "two.npz", "--sampling-rate", 500, "--labels"]
+    argv += [folder / "labels.csv", "--attributes", "sex", "--model", folder / "model"]
+    argv += ["--working-rate", 100, "--encoder", "cnn", "--embedding-dim", "8"]
+    argv += ["--max-epochs", "1", "--random-state", "0", "--quiet"]
+    status, _, err = run(*argv)
+    assert status == 0, err
+    return folder
+
+
+SETTINGS_CASES = {
+    "working-rate-200": ({"working_rate": 200.0}, "working_rate 200 Hz, but the model was"),
+    "working-rate-0": ({"working_rate": 0}, "working_rate must be a number of Hz"),
+    "frame-length": ({"frame_length": 250}, "frames of 250 samples, but the model takes 500"),
+    "duplicate-leads": ({"lead_names": ["I", "I"]}, "not 2 distinct names"),
+    "empty-leads": ({"lead_names": []}, "not 2 distinct names"),
+    "missing-normalize": ({"normalize": None}, "has no 'normalize'"),
+    "conditioning-without-notch": (
+        {"conditioning": {"bandpass": [0.5, 40.0], "normalize": "zscore"}},
+        "conditioning that is not",
+    ),
+    "nan-band-edge": (
+        {"conditioning": {"bandpass": [0.5, float("nan")], "notch": None, "normalize": None}},
+        "bandpass must be",
+    ),
+    "edge-above-nyquist": (
+        {"conditioning": {"bandpass": [60.0, None], "notch": None, "normalize": None}},
+        "not below half the rate",
+    ),
+}
+
+
+@pytest.mark.bad_input(
+    "Command line", "settings.json that does not fit the model beside it", "CommandError"
+)
+@pytest.mark.parametrize("case", list(SETTINGS_CASES))
+def test_settings_are_checked_against_the_model(cli_model, tmp_path, case):
+    import shutil
+
+    changes, message = SETTINGS_CASES[case]
+    model_dir = tmp_path / "model"
+    shutil.copytree(cli_model / "model", model_dir)
+    settings = json.loads((model_dir / "settings.json").read_text())
+    settings.update(changes)
+    settings = {k: v for k, v in settings.items() if v is not None or k == "conditioning"}
+    (model_dir / "settings.json").write_text(json.dumps(settings))
+    argv = ["predict", cli_model / "two.npz", "--sampling-rate", 500, "--model", model_dir]
+    status, _, err = run(*argv, "--out", tmp_path / "out.csv", "--quiet")
+    assert status == 1
+    line = error_line(err)
+    assert "settings.json" in line and message in line, line
+    assert not (tmp_path / "out.csv").exists()
