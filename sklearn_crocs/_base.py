@@ -68,6 +68,7 @@ from .nn._callbacks import early_stopping_callbacks
 from .nn._data import is_lazy_array
 from .nn._encoders import encoder_class
 from .preprocessing import check_signal_layout, resample_signals
+from .preprocessing._signals import check_bandpass, check_rate
 
 # Inference reads and validates its input in chunks of about this many bytes
 # of float32 signal, so that embedding a large (e.g. memory-mapped) database
@@ -412,6 +413,7 @@ class BasePrototypeClusterer(
         """
         if rate is None:
             return X
+        rate = check_rate(rate)
         model_rate = self.sampling_rate_
         if model_rate is None:
             raise ValueError(
@@ -1236,6 +1238,9 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
         )
     if model.sampling_rate_ is not None:
         check_signal_layout((1, *model.input_shape_), model.sampling_rate_, name="input_shape")
+    conditioning = model._rate_params()[2]
+    if conditioning is not None:  # the rates that fit gave it
+        check_bandpass(conditioning.bandpass, model._rate_params()[0], model.sampling_rate_)
     check_activation(
         encoder_class(model.encoder), model.input_shape_, model.embedding_dim,
         model.encoder_params,

@@ -130,6 +130,10 @@ def _arrays(path, sampling_rate, model_leads):
             f"--sampling-rate 500)."
         )
     try:
+        sampling_rate = check_rate(sampling_rate, "--sampling-rate")
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    try:
         loaded = np.load(path, allow_pickle=False)
         if isinstance(loaded, np.lib.npyio.NpzFile):
             with loaded:
@@ -441,7 +445,13 @@ def _write_csv(frame, path):
 def _fit_settings(args):
     """The reading settings of ``fit``: rate, frames and conditioning."""
     # The estimator's working rate is the default, read from it rather than repeated here.
-    working_rate = float(args.working_rate or CROCSClusterer().working_rate)
+    try:
+        working_rate = check_rate(
+            CROCSClusterer().working_rate if args.working_rate is None else args.working_rate,
+            "--working-rate",
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
     frame_length = round(args.frame_seconds * working_rate)
     if frame_length < 1:
         raise CommandError(

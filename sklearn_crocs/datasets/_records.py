@@ -31,6 +31,7 @@ import numpy as np
 
 from .._utils import _atomic_path
 from ..preprocessing import resample_signals
+from ..preprocessing._signals import check_amplitude, check_rate
 from ._base import InvalidRecordError, progress
 
 #: Bump when the meaning of cached arrays changes.
@@ -78,11 +79,8 @@ def check_signal_length(signal_length):
 def check_fs(value, name):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise TypeError(f"{name} must be a positive number of Hz, got {value!r}.")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number of Hz, got {value!r}.")
-    return float(value) if float(value) != int(value) else int(value)
+    value = check_rate(value, name)
+    return int(value) if value.is_integer() else value
 
 
 def file_stats(paths):
@@ -276,7 +274,10 @@ class _Conformer:
         return signal, reference
 
     def _check_rate(self, raw):
-        rate = raw.fs
+        try:
+            rate = check_rate(raw.fs, "its sampling rate")
+        except ValueError as exc:
+            raise InvalidRecordError(f"{raw.source}: {exc}") from exc
         if self.expected_fs is not None and rate != self.expected_fs:
             raise InvalidRecordError(
                 f"{raw.source}: sampling rate {rate:g} Hz, expected "
@@ -321,6 +322,10 @@ class _Conformer:
                 f"samples are NaN or infinite (WFDB marks missing samples this "
                 f"way). Repair the record or pass on_error='skip'."
             )
+        try:
+            check_amplitude(signal, "the signal")
+        except ValueError as exc:
+            raise InvalidRecordError(f"{raw.source}: {exc}") from exc
         if self.condition is not None:
             try:
                 signal = self.condition(signal, rate)

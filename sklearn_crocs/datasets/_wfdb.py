@@ -37,6 +37,7 @@ from sklearn.utils import Bunch
 from wfdb.io._signal import _required_byte_num
 from wfdb.io.header import HeaderSyntaxError, parse_header_content, rx_signal
 
+from ..preprocessing._signals import check_rate
 from ._base import (
     UNIT_SCALE,
     ExclusionLog,
@@ -139,14 +140,13 @@ def _check_header_values(text, header_path, wfdb_defaults):
             )
     else:
         try:
-            fs = float(fs_text)
-        except ValueError:
-            fs = math.nan
-        if not (math.isfinite(fs) and fs > 0):
+            fs = check_rate(float(fs_text), "it")
+        except ValueError as exc:
+            problem = str(exc) if "Hz" in str(exc) else "it must be a number of Hz."
             raise InvalidRecordError(
-                f"{header_path}: invalid sampling frequency {field!r}; it must be a "
-                f"positive finite number of Hz. Fix the header or pass on_error='skip'."
-            )
+                f"{header_path}: invalid sampling frequency {field!r}; {problem} Fix the "
+                "header or pass on_error='skip'."
+            ) from exc
     for number, line in enumerate(lines[1:], start=1):
         if rx_signal.match(line) is None:
             continue  # wfdb reports the syntax error

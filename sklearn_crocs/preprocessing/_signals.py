@@ -27,6 +27,10 @@ _NORMALIZE_METHODS = ("zscore", "minmax")
 # few kHz. Far outside, a rate is a mistake (units, a damaged header) whose
 # arithmetic fails later with a message that names neither the rate nor the fix.
 MIN_RATE, MAX_RATE = 1.0, 100_000.0
+# Largest absolute sample value, in any unit: an ECG stays within a few mV, a
+# few thousand uV or the counts of a 24-bit recorder (below 1e7). Beyond it a
+# gain or unit is wrong, and squares overflow float32 in scaling and filtering.
+MAX_AMPLITUDE = 1e9
 # Lowest band-pass edge in Hz: the AHA's diagnostic limit. Much lower, the
 # filter's coefficients are singular and it needs minutes to settle.
 MIN_EDGE = 0.05
@@ -79,6 +83,21 @@ def check_rate(value, name="sampling_rate"):
             f"{_short(value)}."
         )
     return float(value)
+
+
+def check_amplitude(X, name="X"):
+    """Raise ValueError if a sample of ``X`` is NaN, infinite or beyond ``MAX_AMPLITUDE``.
+
+    The one check of amplitudes, for the conditioner and every record read.
+    """
+    peak = float(np.max(np.abs(X), initial=0.0))
+    if not peak <= MAX_AMPLITUDE:  # also NaN
+        what = "NaN or infinite values" if not math.isfinite(peak) else f"values up to {peak:.3g}"
+        raise ValueError(
+            f"{name} has {what}, beyond the {MAX_AMPLITUDE:g} of any ECG in any unit: its "
+            "gain or units are wrong. Repair it (WFDB: the ADC gain of each lead) or leave "
+            "it out."
+        )
 
 
 def check_bandpass(bandpass, sampling_rate, target_rate=None):
@@ -660,6 +679,7 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
                 f"got {X.shape}."
             )
         check_signal_layout(X.shape, self.sampling_rate)
+        check_amplitude(X)
         return X
 
     def fit(self, X, y=None):
