@@ -27,11 +27,13 @@ import json
 import os
 import platform
 import re
+import types
 import warnings
 
 import numpy as np
 import pandas as pd
 import safetensors
+import safetensors.torch
 import sklearn
 import skorch
 import torch
@@ -40,7 +42,7 @@ from safetensors.torch import save_file
 
 from ._attributes import LAYOUTS
 from ._guards import activation_size
-from ._utils import _atomic_path, _device_problem, _file_sha256, _python_value
+from ._utils import _atomic_path, _device_problem, _python_value
 from .nn._augment import RandomWindow
 from .preprocessing import SignalConditioner
 
@@ -351,6 +353,37 @@ _SAFETENSORS_DTYPES = {
 }  # fmt: skip
 
 
+class _Bytes:
+    """What read_model_file uses of ``safe_open``, over the bytes of a whole file."""
+
+    def __init__(self, data):
+        self._tensors = safetensors.torch.load(data)  # checks the layout as safe_open does
+        size = int.from_bytes(data[:8], "little")
+        self._metadata = json.loads(data[8 : 8 + size]).get("__metadata__")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+    def metadata(self):
+        return self._metadata
+
+    def keys(self):
+        return self._tensors.keys()
+
+    def get_slice(self, name):
+        tensor = self._tensors[name]
+        return types.SimpleNamespace(
+            get_dtype=lambda: str(tensor.dtype).removeprefix("torch."),
+            get_shape=lambda: list(tensor.shape),
+        )
+
+    def get_tensor(self, name):
+        return self._tensors[name]
+
+
 def _check_manifest_entry(path, name, expected, found):
     for field in ("dtype", "shape"):
         if found[field] != expected.get(field):
@@ -367,14 +400,21 @@ def read_model_file(path, kind, sha256=None):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No model file at {path}.")
     if sha256 is not None:
-        digest = _file_sha256(path)
+        # The bytes hashed are the bytes parsed: a file replaced after the hash
+        # (by another process, or an attacker racing the check) is never read.
+        with open(path, "rb") as fh:
+            data = fh.read()
+        digest = hashlib.sha256(data).hexdigest()
         if digest != sha256.lower():
             raise InvalidModelFileError(
                 f"{path} has SHA-256 {digest}, not the expected sha256={sha256!r}: it is "
                 "not the file that the hash was published for. Obtain the file again."
             )
     try:
-        with safe_open(path, framework="pt", device="cpu") as fh:
+        opened = (
+            safe_open(path, framework="pt", device="cpu") if sha256 is None else _Bytes(data)
+        )
+        with opened as fh:
             metadata = fh.metadata() or {}
             names = set(fh.keys())
             text = metadata.get(_METADATA_KEY)

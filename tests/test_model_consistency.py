@@ -223,3 +223,42 @@ def test_settings_are_checked_against_the_model(cli_model, tmp_path, case):
     line = error_line(err)
     assert "settings.json" in line and message in line, line
     assert not (tmp_path / "out.csv").exists()
+
+
+# ------------------------------------ item 9: the bytes hashed are the bytes parsed
+@pytest.mark.bad_input(
+    "Load", "file swapped between the sha256= check and the parse", "(the hashed file read)"
+)
+def test_sha256_covers_the_bytes_that_are_parsed(model, data, tmp_path, monkeypatch):
+    import hashlib
+    import os
+
+    path, other = tmp_path / "model.safetensors", tmp_path / "other.safetensors"
+    model.save(path)
+    model.save(other)
+    _forge(other, document={"history": []})  # a valid file, told apart by its history
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    size = path.stat().st_size
+    real = hashlib.sha256
+
+    class SwapAfterHashing:
+        """hashlib.sha256 that, once a whole file's bytes are hashed, swaps the file:
+        as another process replacing it between the check and the parse."""
+
+        def __init__(self, data=b""):
+            self._hash, self._n = real(data), len(data)
+
+        def update(self, data):
+            self._hash.update(data)
+            self._n += len(data)
+
+        def hexdigest(self):
+            if self._n == size and other.exists():
+                os.replace(other, path)
+            return self._hash.hexdigest()
+
+    monkeypatch.setattr(hashlib, "sha256", SwapAfterHashing)
+    loaded = CROCSClusterer.load(path, sha256=digest)
+    monkeypatch.undo()
+    assert not other.exists()  # the swap happened, after the hash
+    assert len(loaded.net_.history) == len(model.net_.history) > 0  # the hashed file
