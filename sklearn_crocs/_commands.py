@@ -16,8 +16,10 @@ as fit did, whatever their rate.
 """
 
 import json
+import math
 import os
 import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from ._cli_common import (
     note,
 )
 from ._clusterer import CROCSClusterer
+from ._guards import available_memory
 from ._retrieval import PrototypeRetriever
 from ._utils import _atomic_path
 from .datasets import load_ludb, load_ptbxl_sample
@@ -134,17 +137,23 @@ def _arrays(path, sampling_rate, model_leads):
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if isinstance(loaded, np.lib.npyio.NpzFile):
-            with loaded:
-                stored = {key: loaded[key] for key in loaded.files}
-        else:
-            stored = {"X": loaded}
-    except (OSError, ValueError) as exc:  # also object arrays, refused without pickle
+        if path.suffix.lower() == ".npz":
+            with zipfile.ZipFile(path) as archive:
+                found = {name.removesuffix(".npy") for name in archive.namelist()}
+                # Only the arrays used are read: another member may be a bomb.
+                stored = {
+                    key: _npz_member(archive, key, path)
+                    for key in ("X", "record_ids", "lead_names")
+                    if key in found
+                }
+        else:  # mapped, read record by record; a header larger than the file is refused
+            found = {"X"}
+            stored = {"X": np.load(path, mmap_mode="r", allow_pickle=False)}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:  # also object arrays
         raise CommandError(f"cannot read {path}: {exc}") from exc
     if "X" not in stored:
         raise CommandError(
-            f"{path} has no array named 'X' (found {', '.join(stored) or 'none'}); save the "
+            f"{path} has no array named 'X' (found {', '.join(sorted(found)) or 'none'}); save the "
             f"signals with np.savez(path, X=X, record_ids=ids)."
         )
     X = stored["X"]
@@ -181,6 +190,35 @@ def _arrays(path, sampling_rate, model_leads):
         return RawRecord(signal=X[i], fs=fs, lead_names=leads, source=f"{path}[{names[i]}]")
 
     return _Source(names, read, str(path), in_order=True)
+
+
+def _npz_member(archive, key, path):
+    """The array ``key`` of an open ``.npz`` archive, its header checked before its data is read.
+
+    The size the header declares must fit in the member and in the memory available.
+    """
+    info = archive.getinfo(f"{key}.npy")
+    with archive.open(info) as fh:
+        version = np.lib.format.read_magic(fh)
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read_header(fh)
+        declared = math.prod(shape) * dtype.itemsize
+        if dtype.hasobject or declared > info.file_size - fh.tell():
+            raise ValueError(
+                f"its array {key!r} declares {declared} bytes of {dtype} in a member of "
+                f"{info.file_size} bytes: the file is damaged or crafted"
+            )
+    if declared > available_memory():
+        raise CommandError(
+            f"{path}: its array {key!r} needs {declared / 1e9:.3g} GB, more than the "
+            f"{available_memory() / 1e9:.3g} GB of memory available. Split it into smaller files."
+        )
+    with archive.open(info) as fh:
+        return np.lib.format.read_array(fh, allow_pickle=False)
 
 
 def _files(path, repair_headers):
@@ -227,6 +265,11 @@ def _source(args, model_leads=None):
         raise CommandError(
             f"{path} does not exist; RECORDS is a folder of WFDB or EDF records, an .edf, "
             f".npy or .npz file, or {' or '.join(BUNDLED)}."
+        )
+    if not path.is_dir() and not path.is_file():  # links are followed
+        raise CommandError(
+            f"{path} is not a regular file or a folder but a FIFO, device or socket, which "
+            "could block or never end; copy the records into a file or folder."
         )
     if path.is_file() and path.suffix.lower() in ARRAY_SUFFIXES:
         return _arrays(path, args.sampling_rate, model_leads)

@@ -162,12 +162,11 @@ def test_pretrainer_leads_agree_with_input_shape(pretrainer, tmp_path, n_feature
 
 
 # ------------------------------------ item 3: settings.json against the model
-@pytest.fixture(scope="module")
-def cli_model(tmp_path_factory):
-    """A command-line model on two leads of the bundled LUDB records, at 100 Hz."""
+def fit_cli_model(folder):
+    """``folder`` with two.npz (two leads of the bundled LUDB records) and a command-line
+    model fitted on them at 100 Hz (folder/model)."""
     from sklearn_crocs.datasets import load_ludb
 
-    folder = tmp_path_factory.mktemp("cli")
     ludb = load_ludb()
     ids = np.array([f"L{name}" for name in ludb.record_names])
     np.savez(folder / "two.npz", X=ludb.data[:, :2], record_ids=ids, lead_names=["I", "II"])
@@ -179,6 +178,11 @@ def cli_model(tmp_path_factory):
     status, _, err = run(*argv)
     assert status == 0, err
     return folder
+
+
+@pytest.fixture(scope="module")
+def cli_model(tmp_path_factory):
+    return fit_cli_model(tmp_path_factory.mktemp("cli"))
 
 
 SETTINGS_CASES = {
