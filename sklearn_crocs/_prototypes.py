@@ -98,6 +98,17 @@ class FittedPrototypes:
         :class:`~sklearn_crocs.InvalidModelFileError`.
         """
         categories = [decode_values(c) for c in document["categories"]]
+        names = document["attribute_names"]
+        if len(set(names)) != len(names):
+            raise ValueError(f"the attribute names {names[:20]} are not distinct")
+        for name, values in zip(names, categories):
+            # True == 1 in a set, as in the pandas index that query() builds from them.
+            items = values.tolist()
+            if len(set(items)) != len(items) or len({type(v) for v in items}) > 1:
+                raise ValueError(
+                    f"the categories of {name!r} ({items[:10]}) are not distinct values "
+                    "of one type"
+                )
         dtypes = [decode_dtype(d) for d in document["attribute_dtypes"]]
         n_combinations = math.prod(len(c) for c in categories)
         shape = (n_combinations, embedding_dim)

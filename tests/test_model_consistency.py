@@ -89,14 +89,14 @@ def _break_weights(path, case):
 )
 @pytest.mark.parametrize("case", ["negative-running-var", "weights-3e38"])
 @pytest.mark.parametrize("kind", ["clusterer", "retriever", "pretrainer"])
-def test_weights_that_give_nan_outputs_are_refused(
-    model, pretrainer, data, tmp_path, kind, case
-):
+def test_weights_that_give_nan_outputs_are_refused(model, pretrainer, data, tmp_path, kind, case):
     path = tmp_path / "model.safetensors"
     _save(kind, model, pretrainer, data, path)
     _LOADERS[kind](path)  # the genuine file loads: the probe passes working models
     _break_weights(path, case)
-    with pytest.raises(InvalidModelFileError, match="outputs on ECG-like signals are NaN, infinite or too large"):
+    with pytest.raises(
+        InvalidModelFileError, match="outputs on ECG-like signals are NaN, infinite or too large"
+    ):
         _LOADERS[kind](path)
 
 
@@ -266,3 +266,61 @@ def test_sha256_covers_the_bytes_that_are_parsed(model, data, tmp_path, monkeypa
     monkeypatch.undo()
     assert not other.exists()  # the swap happened, after the hash
     assert len(loaded.net_.history) == len(model.net_.history) > 0  # the hashed file
+
+
+# ------------------------------------ item 11: invalid metadata refused at load
+def _categories(values, dtype="object"):
+    return {"dtype": dtype, "values": values}
+
+
+@pytest.mark.bad_input(
+    "Model file", "duplicate categories or attribute names", "InvalidModelFileError"
+)
+@pytest.mark.parametrize(
+    ("field", "index", "value", "message"),
+    [
+        ("categories", 0, _categories(["AFIB", "AFIB", "SR"], "<U4"), "not distinct values"),
+        ("categories", 1, _categories([True, 1]), "not distinct values"),  # True == 1
+        ("categories", 1, _categories([1, "1"]), "of one type"),
+        ("attribute_names", 1, "rhythm", "attribute names .* are not distinct"),
+    ],
+)
+def test_duplicate_categories_and_names_are_refused(model, tmp_path, field, index, value, message):
+    path = tmp_path / "model.safetensors"
+    model.save(path)
+    values = _document(path)[field]
+    values[index] = value
+    _forge(path, document={field: values})
+    with pytest.raises(InvalidModelFileError, match=message):
+        CROCSClusterer.load(path)
+
+
+@pytest.mark.bad_input(
+    "Model file", "retriever pipeline: two clusterers, or a FrameNormalizer of 1e308 features",
+    "InvalidModelFileError",
+)  # fmt: skip
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("two-clusterers", "before the clusterer is not a FrameNormalizer"),
+        ("normalizer-1e308", "n_features_in 1e\\+308 is not a count"),
+        ("normalizer-7", "fitted on 7 features, but the clusterer on 1 lead"),
+        ("normalizer-1", None),  # genuine: the lead count of 3-D X
+    ],
+)
+def test_retriever_pipeline_is_what_save_writes(model, data, tmp_path, case, message):
+    path = tmp_path / "retriever.safetensors"
+    PrototypeRetriever(FrozenEstimator(model)).fit(data[0]).save(path)
+    crocs = _document(path)["estimator"]["FrozenEstimator"]
+    if case == "two-clusterers":
+        steps = [["first", crocs], ["second", crocs]]
+    else:
+        width = {"normalizer-1e308": 1e308, "normalizer-7": 7, "normalizer-1": 1}[case]
+        normalizer = {"FrameNormalizer": {"method": "zscore", "n_features_in": width}}
+        steps = [["norm", normalizer], ["crocs", crocs]]
+    _forge(path, document={"estimator": {"Pipeline": {"steps": steps, "verbose": False}}})
+    if message is None:
+        PrototypeRetriever.load(path)
+        return
+    with pytest.raises(InvalidModelFileError, match=message):
+        PrototypeRetriever.load(path)
