@@ -34,6 +34,7 @@ from ._cli_common import (
     SETTINGS_FILE,
     SETTINGS_FORMAT,
     CommandError,
+    escape,
     note,
 )
 from ._clusterer import CROCSClusterer
@@ -614,10 +615,12 @@ def fit(args):
         for name, cats in zip(model.attribute_names_, model.categories_)
     )
     print(
-        f"Trained on {len(rows)} frames of {len(labelled)} records in {model.n_iter_} epochs; "
-        f"{len(model.prototypes_)} prototypes ({described})."
+        escape(
+            f"Trained on {len(rows)} frames of {len(labelled)} records in {model.n_iter_} "
+            f"epochs; {len(model.prototypes_)} prototypes ({described})."
+        )
     )
-    print(f"Model written to {model_dir}")
+    print(escape(f"Model written to {model_dir}"))
     return 0
 
 
@@ -719,7 +722,7 @@ def predict(args):
             same = model.prototype_attributes_[:, j][np.newaxis, :] == best[:, j][:, np.newaxis]
             table[f"{name}_proba"] = (mean * same).sum(axis=1).round(6)
     _write_csv(table, out)
-    print(f"Predicted the attributes of {n_records} records; written to {out}")
+    print(escape(f"Predicted the attributes of {n_records} records; written to {out}"))
     return 0
 
 
@@ -809,7 +812,9 @@ def search(args):
     table["distance"] = table["distance"].round(6)
     _write_csv(table, out)
     print(
-        f"Wrote the {min(args.k, n_records)} nearest records for {len(labels)} "
-        f"quer{'y' if len(labels) == 1 else 'ies'} to {out}"
+        escape(
+            f"Wrote the {min(args.k, n_records)} nearest records for {len(labels)} "
+            f"quer{'y' if len(labels) == 1 else 'ies'} to {out}"
+        )
     )
     return 0

@@ -96,3 +96,33 @@ def test_special_and_crafted_arrays_are_one_clear_line(cli_model, tmp_path, kind
     status, _, err = run(*argv, "--out", tmp_path / "out.csv", "--quiet")
     assert status == 1
     assert message in error_line(err)
+
+
+# ------------------------------------ item 12: terminal output escaped
+@pytest.mark.bad_input(
+    "Command line", "ESC sequences and U+202E in labels and record names", "(escaped)"
+)
+def test_control_and_bidi_characters_are_escaped(cli_model, tmp_path):
+    import pandas as pd
+
+    evil = ["\x1b[2J\x1b[31mred", "\u202eevil", "bell\x07"]
+    labels = pd.DataFrame({"group": [evil[i % 3] for i in range(102)]})
+    labels.to_csv(tmp_path / "labels.csv", index=False)
+    argv = ["fit", cli_model / "two.npz", "--sampling-rate", 500, "--labels"]
+    argv += [tmp_path / "labels.csv", "--attributes", "group", "--model", tmp_path / "m"]
+    argv += ["--working-rate", 100, "--encoder", "cnn", "--embedding-dim", "8"]
+    status, out, err = run(*argv, "--max-epochs", "1", "--quiet")
+    assert status == 0, err
+    assert "\\x1b[2J\\x1b[31mred" in out and "\\u202eevil" in out and "bell\\x07" in out
+    # A record named with control characters, in an error line.
+    ids = np.array([f"L\x1b]0;title\x07{i}" for i in range(102)])
+    data = np.load(cli_model / "two.npz")
+    np.savez(tmp_path / "ids.npz", X=data["X"], record_ids=ids)
+    labels.assign(id=ids).iloc[[0, 0]].to_csv(tmp_path / "twice.csv", index=False)
+    argv = ["fit", tmp_path / "ids.npz", "--sampling-rate", 500, "--labels", tmp_path / "twice.csv"]
+    argv += ["--record-column", "id", "--attributes", "group", "--model", tmp_path / "m2"]
+    status, _, err = run(*argv, "--quiet")
+    assert status == 1
+    assert "L\\x1b]0;title\\x07" in error_line(err)
+    for text in (out, err):
+        assert not any(c in text for c in "\x1b\x07\u202e")
