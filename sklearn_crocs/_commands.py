@@ -544,8 +544,11 @@ def fit(args):
         counts = ", ".join(f"{n} ({c})" for n, c in unknown.sum().items() if c)
         note(f"left out {int(unknown.any(axis=1).sum())} record(s) with an unknown {counts}")
     labelled = np.flatnonzero(~unknown.any(axis=1).to_numpy())
-    if len(labelled) == 0:
-        raise CommandError("no record has a known value of every attribute.")
+    if len(labelled) < 2:
+        raise CommandError(
+            f"{'no record has' if len(labelled) == 0 else 'only 1 record has'} a known value "
+            "of every attribute; fit needs at least 2 labelled records."
+        )
     y = y.iloc[labelled].reset_index(drop=True)
     age_groups = {}
     for name in y.columns:

@@ -198,17 +198,15 @@ def parse_age(value):
     if value is None:
         return math.nan
     if isinstance(value, (int, float, np.integer, np.floating)):
-        return float(value)
-    text = str(value).strip()
-    if text.startswith(">"):
+        age = float(value)
+    else:
+        text = str(value).strip()
         try:
-            return float(text[1:]) + 1.0
+            age = float(text[1:]) + 1.0 if text.startswith(">") else float(text)
         except ValueError:
             return math.nan
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
+    # "inf" or "-1" is no age: unknown, as a missing one, not a failure later.
+    return age if math.isfinite(age) and age >= 0 else math.nan
 
 
 _SEX_CODES = {

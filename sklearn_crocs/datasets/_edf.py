@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
+from ..preprocessing._signals import check_rate
 from ._base import (
     UNIT_SCALE,
     ExclusionLog,
@@ -85,7 +86,12 @@ def read_edf_record(path, *, leads=None):
         names = [name for name in names if name in leads]
     if not signals:
         raise InvalidRecordError(f"{path}: the EDF file has no signals to read.")
-    rates = {float(signal.sampling_frequency) for signal in signals}
+    try:  # a NaN or zero record duration in the header gives such rates
+        rates = {check_rate(float(s.sampling_frequency), "its sampling rate") for s in signals}
+    except ValueError as exc:
+        raise InvalidRecordError(
+            f"{path}: {exc} Fix the header (its record duration) or pass on_error='skip'."
+        ) from exc
     if len(rates) > 1:
         raise InvalidRecordError(
             f"{path}: the signals {names} have different sampling rates "

@@ -126,6 +126,12 @@ def _check_header_values(text, header_path, wfdb_defaults):
     if not lines:
         raise InvalidRecordError(f"{header_path}: the header has no record line.")
     tokens = lines[0].split()
+    if "/" in tokens[0]:  # "name/n_segments": its lines are segments, not signals
+        raise InvalidRecordError(
+            f"{header_path}: a multi-segment record ({tokens[0].split('/', 1)[1]} segments), "
+            "which this reader does not join. Convert it to one segment (wfdb's "
+            "MultiRecord.multi_to_single) or pass on_error='skip'."
+        )
     # The frequency is the third field, "fs[/counter[(base)]]". wfdb's own
     # parser reads "-500" as no frequency at all, hence 250 Hz.
     field = tokens[2] if len(tokens) > 2 else ""

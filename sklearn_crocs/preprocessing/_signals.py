@@ -505,6 +505,11 @@ def check_signal_layout(shape, sampling_rate=None, *, name="X"):
     ...
     ValueError: X has shape (8, 5000, 12): 5000 leads of 12 samples each. ...
     """
+    if len(shape) == 3 and shape[-1] < 2:  # before the layout: 12 leads of 1 sample are no swap
+        raise ValueError(
+            f"{name} has shape {tuple(shape)}: {shape[-1]} sample(s) per lead, no ECG. The "
+            "record holds no signal (or its header gives no samples); leave it out."
+        )
     if len(shape) == 3 and shape[1] > shape[2]:
         raise ValueError(
             f"{name} has shape {tuple(shape)}: {shape[1]} leads of {shape[2]} samples each. "
