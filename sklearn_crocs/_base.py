@@ -1194,7 +1194,8 @@ def estimator_from_state(cls, document, tensors, path, *, device, encoder, prefi
         return _rebuild(cls, document, tensors, path, device, encoder, prefix)
     except (InvalidModelFileError, CallerError):
         raise
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError,
+            ArithmeticError) as exc:  # fmt: skip
         # InvalidParameterError is a ValueError; load_state_dict raises RuntimeError.
         raise InvalidModelFileError(
             f"{path}: the model document and tensors do not describe a valid "

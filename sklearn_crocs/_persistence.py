@@ -76,11 +76,11 @@ _VALUE_DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|U(\d{1,9}))")
 # Largest input a loaded model accepts: 4096 leads, 2**31 samples per lead.
 _MAX_LEADS, _MAX_TIMEPOINTS = 4096, 2**31
 # Largest tensor (elements) of a one-ECG forward pass that a model file may
-# describe: 16 MiB of float32, a 64-channel ResNet stem over 131,072 samples
-# (over 20 minutes at 100 Hz). Loading probes the model, and the command line
-# builds a blank frame, from the declared input shape, so a document that asks
-# for more is refused before anything is allocated from it.
-MAX_ACTIVATION = 2**22
+# describe: 8 MiB of float32, a 64-channel ResNet stem over 65,536 samples
+# (over 10 minutes at 100 Hz). Loading probes the model on 4 frames, and the
+# command line builds a blank frame, from the declared input shape, so a
+# document that asks for more is refused before anything is allocated from it.
+MAX_ACTIVATION = 2**21
 # Nesting of FrozenEstimator and Pipeline in a retriever's estimator.
 MAX_NESTING = 16
 
@@ -731,11 +731,13 @@ def check_activation(encoder, input_shape, embedding_dim, encoder_params):
 
 
 def probe_signals(n_leads, n_samples, rate=None, scale=None):
-    """Two ECG-like frames (float32, ``(2, n_leads, n_samples)``) to probe a loaded model.
+    """Four ECG-like frames (float32, ``(4, n_leads, n_samples)``) to probe a loaded model.
 
-    Beats of P, QRS and T waves at 60 and 100 bpm, at ``rate`` Hz (500 when
-    unknown), scaled to the median lead standard deviation ``scale`` of the
-    training signals when known.
+    Beats of P, QRS and T waves at 60 and 100 bpm, and the same inverted (as
+    in lead aVR), at ``rate`` Hz (500 when unknown), scaled to the median
+    lead standard deviation ``scale`` of the training signals when known.
+    Both polarities, so that a channel that a ReLU silences for one is open
+    for the other.
     """
     t = np.arange(n_samples) / (rate or 500.0)
     # (centre in s from the R peak, width in s, amplitude in mV) of each wave.
@@ -747,6 +749,7 @@ def probe_signals(n_leads, n_samples, rate=None, scale=None):
         beat = sum(a * np.exp(-(((since - c) / w) ** 2)) for c, w, a in waves)
         frames.append([(1 + 0.1 * lead) * beat for lead in range(n_leads)])
     X = np.asarray(frames)
+    X = np.concatenate([X, -X])
     spread = float(np.median(X.reshape(-1, n_samples).std(axis=1)))
     if scale and spread:
         X *= scale / spread
@@ -755,7 +758,11 @@ def probe_signals(n_leads, n_samples, rate=None, scale=None):
 
 def check_probe(path, outputs):
     """Refuse a loaded model whose raw encoder ``outputs`` (a tensor, one row per frame of
-    :func:`probe_signals`) are not finite or too large to normalise to unit length."""
+    :func:`probe_signals`) are not finite or too large to normalise to unit length.
+
+    A probe finds weights that break every input, not each input that some
+    weights break: real ECGs can still reach a channel the probe leaves at 0.
+    """
     # The norm that F.normalize divides by: an infinite one makes every embedding 0.
     if not bool(torch.isfinite(outputs.detach().float().norm(dim=1)).all()):
         raise InvalidModelFileError(

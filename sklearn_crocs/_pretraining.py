@@ -490,7 +490,8 @@ class ContrastivePretrainer(
             return _rebuild(cls, document, tensors, path, device, encoder)
         except (InvalidModelFileError, CallerError):
             raise
-        except (AttributeError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError, RuntimeError,
+                ArithmeticError) as exc:  # fmt: skip
             raise InvalidModelFileError(
                 f"{path}: the document and tensors do not describe a valid {cls.__name__} "
                 f"({type(exc).__name__}: {exc}). The file was altered or written by an "

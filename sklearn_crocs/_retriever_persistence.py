@@ -137,6 +137,11 @@ def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
         retriever = cls(estimator, **params)
         retriever._validate_params()
         embeddings = None
+        # The database embeddings are in the file exactly when it says it is indexed.
+        if not isinstance(document["indexed"], bool) or document["indexed"] != (
+            "embeddings" in tensors
+        ):
+            raise ValueError("'indexed' does not say whether the file holds the embeddings")
         if document["indexed"]:
             embeddings = tensors["embeddings"].numpy()
             crocs = _crocs_step(estimator)
@@ -146,7 +151,8 @@ def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
                 )
     except (InvalidModelFileError, CallerError):
         raise
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError,
+            ArithmeticError) as exc:  # fmt: skip
         raise InvalidModelFileError(
             f"{path}: the model document and tensors do not describe a valid "
             f"PrototypeRetriever ({type(exc).__name__}: {exc}). The file was altered or "

@@ -108,7 +108,7 @@ def test_weights_that_give_nan_outputs_are_refused(model, pretrainer, data, tmp_
     ("shape", "message"),
     [
         ([2, 2**31], "'input_shape' is not"),  # 16 GiB for the command line's blank frame
-        ([1, 2**22], "values in one tensor, more than"),  # the stem's output, not the input
+        ([1, 2**21], "values in one tensor, more than"),  # the stem's output, not the input
     ],
 )
 def test_input_shape_is_bounded_for_length_free_encoders(resnet, tmp_path, shape, message):
@@ -324,3 +324,36 @@ def test_retriever_pipeline_is_what_save_writes(model, data, tmp_path, case, mes
         return
     with pytest.raises(InvalidModelFileError, match=message):
         PrototypeRetriever.load(path)
+
+
+# ------------------------------------ found by benchmarks/fuzz_model_files.py
+@pytest.mark.bad_input(
+    "Model file", "prototypes not unit vectors, 'indexed' flipped, a zero stride",
+    "InvalidModelFileError",
+)  # fmt: skip
+@pytest.mark.parametrize("case", ["one-huge-prototype", "zero-prototypes", "indexed", "stride"])
+def test_fuzz_findings_are_refused(model, pretrainer, data, tmp_path, case):
+    path = tmp_path / "model.safetensors"
+    if case == "indexed":  # the file holds the embeddings but says it does not
+        PrototypeRetriever(FrozenEstimator(model)).fit(data[0]).save(path, include_embeddings=True)
+        _forge(path, document={"indexed": False})
+        with pytest.raises(InvalidModelFileError, match="'indexed' does not say"):
+            PrototypeRetriever.load(path)
+        return
+    if case == "stride":  # was a raw ZeroDivisionError
+        pretrainer.save(path)
+        params = _document(path)["params"]
+        params["encoder_params"]["dict"]["stride"] = 0
+        _forge(path, document={"params": params})
+        with pytest.raises(InvalidModelFileError, match="ZeroDivisionError"):
+            ContrastivePretrainer.load(path)
+        return
+    model.save(path)
+    prototypes = _tensor(path, "learned_prototypes").clone()
+    if case == "one-huge-prototype":  # predict_proba was NaN
+        prototypes[0, 0] = 3e38
+    else:
+        prototypes.zero_()
+    _forge(path, tensors={"learned_prototypes": prototypes})
+    with pytest.raises(InvalidModelFileError, match="'learned_prototypes' holds rows that are not"):
+        CROCSClusterer.load(path)

@@ -24,6 +24,7 @@ from ._base import (
     check_on_error,
 )
 from ._records import RawRecord, check_fs, check_signal_length, collect_signals
+from ._wfdb import regular_file_size
 
 EDF_SUFFIXES = (".edf",)
 # EDF+ labels name the signal type first ("ECG V2", "EKG II"): dropped to get the lead.
@@ -62,6 +63,8 @@ def read_edf_record(path, *, leads=None):
     """
     edfio = import_edfio()
     path = Path(os.path.expanduser(os.fspath(path)))
+    # A link to a regular file is read; a FIFO or device would block or never end.
+    regular_file_size(path, path, "EDF file")
     try:
         # EDF asks for ASCII headers; latin-1 decodes any byte, so a stray
         # accent in a patient field does not make the file unreadable.

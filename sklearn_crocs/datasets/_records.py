@@ -22,6 +22,7 @@ from a stale cache.
 import hashlib
 import json
 import os
+import stat
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -102,6 +103,14 @@ def _json_default(value):
     raise TypeError(f"cannot store {type(value).__name__} in a cache index")
 
 
+def _is_regular(path):
+    """Whether ``path`` is a regular file itself (no link followed)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 class SignalCache:
     """A ``.npy`` + ``.json`` pair in ``cache_dir`` keyed by ``payload``."""
 
@@ -119,7 +128,9 @@ class SignalCache:
 
     def load(self):
         """The cached :class:`SignalSet` (memory-mapped), or None."""
-        if not (self.npy_path.exists() and self.json_path.exists()):
+        # Files this package wrote itself: never read through a link (the
+        # rebuild replaces the link, not its target) or from a special file.
+        if not all(_is_regular(p) for p in (self.npy_path, self.json_path)):
             return None
         try:
             meta = json.loads(self.json_path.read_text(encoding="utf-8"))

@@ -185,6 +185,10 @@ def _check_header_values(text, header_path, wfdb_defaults):
 
 # Largest header read: real ones hold a few kB (12 leads and their comments).
 _MAX_HEADER_BYTES = 1 << 20
+# FLAC signal files (formats 508, 516, 524) hold real ECGs in a half to a fifth
+# of their samples' bytes; a header announcing more than this many times the
+# file's size would have a small file decode to gigabytes.
+_MAX_FLAC_RATIO = 64
 
 
 def regular_file_size(path, header_path, what):
@@ -232,7 +236,16 @@ def _check_file_sizes(header, folder, header_path):
         entry = per_file.setdefault(file_name, [fmt, offset, 0])
         entry[2] += samples
     for file_name, (fmt, offset, samples) in per_file.items():
-        if fmt in ("508", "516", "524"):  # FLAC: compressed, size unknown
+        if fmt in ("508", "516", "524"):  # FLAC: compressed, bounded by a ratio
+            size = regular_file_size(folder / file_name, header_path, "signal file")
+            decoded = samples * int(fmt[1:]) // 8
+            if size is not None and decoded > _MAX_FLAC_RATIO * max(size, 1):
+                raise InvalidRecordError(
+                    f"{header_path}: FLAC signal file {file_name} has {size} bytes, but the "
+                    f"header announces {header.sig_len} samples ({decoded} bytes), more than "
+                    f"{_MAX_FLAC_RATIO} times as many as real ECGs compress to. The header is "
+                    "corrupt or crafted; restore it or pass on_error='skip'."
+                )
             continue
         try:
             needed = offset + _required_byte_num("read", fmt, samples)
