@@ -286,9 +286,10 @@ class _Conformer:
 
     def _check_rate(self, raw):
         try:
-            rate = check_rate(raw.fs, "its sampling rate")
+            check_rate(raw.fs, "its sampling rate")
         except ValueError as exc:
             raise InvalidRecordError(f"{raw.source}: {exc}") from exc
+        rate = raw.fs  # as the reader gave it: 500, not 500.0, in the Bunch
         if self.expected_fs is not None and rate != self.expected_fs:
             raise InvalidRecordError(
                 f"{raw.source}: sampling rate {rate:g} Hz, expected "
