@@ -357,3 +357,34 @@ def test_fuzz_findings_are_refused(model, pretrainer, data, tmp_path, case):
     _forge(path, tensors={"learned_prototypes": prototypes})
     with pytest.raises(InvalidModelFileError, match="'learned_prototypes' holds rows that are not"):
         CROCSClusterer.load(path)
+
+
+# ------------------------------------ peak memory: the probe at the limit
+def test_crafted_shapes_cost_at_most_200_mb_above_a_genuine_load(resnet, tmp_path):
+    """In a fresh process: the largest input shape a file may declare loads and is probed
+    within 200 MB of a genuine load; larger ones are refused before any allocation."""
+    import os
+    import subprocess
+    import sys
+
+    from test_model_file_trust import _PEAK_SCRIPT, ROOT
+
+    genuine = tmp_path / "genuine.safetensors"
+    resnet.save(genuine)
+    shapes = {"at-limit": [1, 2**20], "stem-over": [1, 2**21], "input-over": [2, 2**31]}
+    paths = []
+    for name, shape in shapes.items():
+        path = tmp_path / f"{name}.safetensors"
+        resnet.save(path)
+        _forge(path, document={"input_shape": shape, "n_features_in": shape[0] * shape[1]})
+        paths.append(os.fspath(path))
+    result = subprocess.run(
+        [sys.executable, "-c", _PEAK_SCRIPT, os.fspath(genuine), *paths],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.fspath(ROOT)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    outcomes = [line.rsplit(" ", 2)[1:] for line in result.stdout.strip().splitlines()]
+    print("peak memory above a genuine load (KiB):", outcomes)
+    assert [o for o, _ in outcomes] == ["loaded", "refused", "refused"], result.stdout
+    assert max(int(peak) for _, peak in outcomes) < 200 * 1024, result.stdout  # KiB
