@@ -650,26 +650,26 @@ def _load_model(args):
     try:
         _check_settings(settings, model)
     except (KeyError, TypeError, ValueError) as exc:
-        problem = f"has no {exc}" if isinstance(exc, KeyError) else str(exc)
+        problem = f"no {exc}" if isinstance(exc, KeyError) else str(exc).rstrip(".")
         raise CommandError(
-            f"{settings_path} {problem}, so it does not describe how {MODEL_FILE} reads "
-            "records; fit the model again (or restore the settings.json written with it)."
+            f"{settings_path} does not fit the {MODEL_FILE} beside it ({problem}); fit the "
+            "model again, or restore the settings.json written with it."
         ) from exc
     return model, settings
 
 
 def _check_settings(settings, model):
     """Raise unless the reading ``settings`` are those that ``fit`` wrote for ``model``."""
-    working_rate = check_rate(settings["working_rate"], "its working_rate")
+    working_rate = check_rate(settings["working_rate"], "working_rate")
     if working_rate != model.sampling_rate_:
         raise ValueError(
-            f"says working_rate {working_rate:g} Hz, but the model was trained at "
+            f"working_rate {working_rate:g} Hz, but the model was trained at "
             f"{model.sampling_rate_} Hz"
         )
     frame_length = settings["frame_length"]
     if frame_length != model.input_shape_[1] or isinstance(frame_length, bool):
         raise ValueError(
-            f"says frames of {frame_length!r} samples, but the model takes "
+            f"frames of {frame_length!r} samples, but the model takes "
             f"{model.input_shape_[1]}"
         )
     leads = settings["lead_names"]
@@ -680,17 +680,17 @@ def _check_settings(settings, model):
         or len(leads) != model.input_shape_[0]
     ):
         raise ValueError(
-            f"has lead_names {str(leads)[:80]}, not {model.input_shape_[0]} distinct names "
-            "of the model's leads"
+            f"lead_names {str(leads)[:80]}, not {model.input_shape_[0]} distinct "
+            "names of the model's leads"
         )
     if settings["normalize"] not in ("none", *_NORMALIZE_OPTIONS):
-        raise ValueError(f"has normalize {settings['normalize']!r}")
+        raise ValueError(f"normalize {str(settings['normalize'])[:40]!r}")
     conditioning = settings["conditioning"]
     if conditioning is not None:
         if not isinstance(conditioning, dict) or set(conditioning) != {
             "bandpass", "notch", "normalize"
         }:  # fmt: skip
-            raise ValueError("has conditioning that is not {bandpass, notch, normalize}")
+            raise ValueError("conditioning that is not {bandpass, notch, normalize}")
         bandpass = conditioning["bandpass"]
         check_bandpass(None if bandpass is None else tuple(bandpass), working_rate)
         SignalConditioner(

@@ -191,7 +191,7 @@ SETTINGS_CASES = {
     "frame-length": ({"frame_length": 250}, "frames of 250 samples, but the model takes 500"),
     "duplicate-leads": ({"lead_names": ["I", "I"]}, "not 2 distinct names"),
     "empty-leads": ({"lead_names": []}, "not 2 distinct names"),
-    "missing-normalize": ({"normalize": None}, "has no 'normalize'"),
+    "missing-normalize": ({"normalize": None}, "(no 'normalize')"),
     "conditioning-without-notch": (
         {"conditioning": {"bandpass": [0.5, 40.0], "normalize": "zscore"}},
         "conditioning that is not",
