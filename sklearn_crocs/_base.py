@@ -45,12 +45,15 @@ from ._persistence import (
     ESTIMATOR_FIELDS,
     CallerError,
     InvalidModelFileError,
+    check_activation,
     check_encoder_shapes,
     check_fields,
     check_load_args,
+    check_probe,
     class_name,
     decode_params,
     encode_value,
+    probe_signals,
     read_model_file,
     resolve_device,
     resolve_encoder,
@@ -65,6 +68,7 @@ from .nn._callbacks import early_stopping_callbacks
 from .nn._data import is_lazy_array
 from .nn._encoders import encoder_class
 from .preprocessing import check_signal_layout, resample_signals
+from .preprocessing._signals import check_bandpass, check_rate
 
 # Inference reads and validates its input in chunks of about this many bytes
 # of float32 signal, so that embedding a large (e.g. memory-mapped) database
@@ -452,6 +456,7 @@ class BasePrototypeClusterer(
         """
         if rate is None:
             return X
+        rate = check_rate(rate)
         model_rate = self.sampling_rate_
         if model_rate is None:
             raise ValueError(
@@ -1265,7 +1270,8 @@ def estimator_from_state(cls, document, tensors, path, *, device, encoder, prefi
         return _rebuild(cls, document, tensors, path, device, encoder, prefix)
     except (InvalidModelFileError, CallerError):
         raise
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError,
+            ArithmeticError) as exc:  # fmt: skip
         # InvalidParameterError is a ValueError; load_state_dict raises RuntimeError.
         raise InvalidModelFileError(
             f"{path}: the model document and tensors do not describe a valid "
@@ -1300,6 +1306,22 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
         names_in is not None and len(names_in) != model.n_features_in_
     ):
         raise ValueError("inconsistent input description")
+    # The encoder's rate follows from the parameters; a document that says
+    # otherwise would have new signals resampled to a rate the model never saw.
+    if model.sampling_rate_ != model._fit_rate():
+        raise ValueError(
+            f"sampling_rate {model.sampling_rate_} is not the rate the parameters give the "
+            f"encoder ({model._fit_rate()})"
+        )
+    if model.sampling_rate_ is not None:
+        check_signal_layout((1, *model.input_shape_), model.sampling_rate_, name="input_shape")
+    conditioning = model._rate_params()[2]
+    if conditioning is not None:  # the rates that fit gave it
+        check_bandpass(conditioning.bandpass, model._rate_params()[0], model.sampling_rate_)
+    check_activation(
+        encoder_class(model.encoder), model.input_shape_, model.embedding_dim,
+        model.encoder_params,
+    )  # fmt: skip
 
     shape = (len(fitted.learned), model.embedding_dim)
     labels = t["labels"].numpy()
@@ -1338,4 +1360,7 @@ def _rebuild(cls, document, tensors, path, device, encoder, prefix):
     model.labels_ = labels
     # Not in the file: the encoder's weights hold what the pretraining gave.
     model.pretrainer_ = model.pretraining_time_ = None
+    probe = probe_signals(*model.input_shape_, model.sampling_rate_, model.signal_scale_)
+    for net in nets:
+        check_probe(path, net.forward(ArrayDataset(probe), training=False, device="cpu"))
     return model

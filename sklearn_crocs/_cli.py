@@ -32,7 +32,7 @@ import sys
 import warnings
 
 from . import __version__
-from ._cli_common import BUNDLED, CommandError
+from ._cli_common import BUNDLED, CommandError, escape
 from ._main import main as main_job
 
 SUBCOMMANDS = ("fit", "predict", "search", "score")
@@ -382,7 +382,7 @@ def main(argv=None):
         message = _cli_wording(exc)
         if not isinstance(exc, (CommandError, ValueError, OSError)):
             message = f"{type(exc).__name__}: {message}"
-        print(f"sklearn-crocs: error: {message}", file=sys.stderr)
+        print(f"sklearn-crocs: error: {escape(message)}", file=sys.stderr)
         return 1
 
 
@@ -398,4 +398,4 @@ def _check_device(device):
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"sklearn-crocs: warning: {_cli_wording(message)}", file=sys.stderr)
+    print(f"sklearn-crocs: warning: {escape(_cli_wording(message))}", file=sys.stderr)

@@ -22,6 +22,7 @@ from .nn import (
 )
 from .nn._encoders import ENCODERS
 from .preprocessing import SignalConditioner
+from .preprocessing._signals import MAX_RATE, MIN_RATE
 
 __all__ = ["CROCSClusterer"]
 
@@ -426,8 +427,8 @@ class CROCSClusterer(BasePrototypeClusterer):
         "verbose": ["verbose"],
         "callbacks": [list, None],
         "accelerator": [HasMethods(["prepare"]), None],
-        "sampling_rate": [Interval(Real, 0, None, closed="neither"), None],
-        "working_rate": [Interval(Real, 0, None, closed="neither"), None],
+        "sampling_rate": [Interval(Real, MIN_RATE, MAX_RATE, closed="both"), None],
+        "working_rate": [Interval(Real, MIN_RATE, MAX_RATE, closed="both"), None],
         "conditioning": [SignalConditioner, None],
         "longer_signals": [StrOptions({"error", "average"})],
         "ensemble_size": [Interval(Integral, 1, None, closed="left")],

@@ -17,9 +17,11 @@ as fit did, whatever their rate.
 
 import argparse
 import json
+import math
 import os
 import sys
 import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,9 +36,11 @@ from ._cli_common import (
     SETTINGS_FILE,
     SETTINGS_FORMAT,
     CommandError,
+    escape,
     note,
 )
 from ._clusterer import CROCSClusterer
+from ._guards import available_memory
 from ._retrieval import PrototypeRetriever
 from ._utils import _atomic_path
 from .datasets import load_ludb, load_ptbxl_sample
@@ -59,6 +63,10 @@ from .preprocessing import (
     normalize_frames,
     resample_signals,
 )
+from .preprocessing._signals import check_bandpass, check_rate
+
+# The per-lead scalings of --normalize besides "none".
+_NORMALIZE_OPTIONS = ("zscore", "minmax")
 
 # Frames handed to the model at a time by predict and search (one progress step each).
 _CHUNK = 256
@@ -129,17 +137,27 @@ def _arrays(path, sampling_rate, model_leads):
             f"--sampling-rate 500)."
         )
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if isinstance(loaded, np.lib.npyio.NpzFile):
-            with loaded:
-                stored = {key: loaded[key] for key in loaded.files}
-        else:
-            stored = {"X": loaded}
-    except (OSError, ValueError) as exc:  # also object arrays, refused without pickle
+        sampling_rate = check_rate(sampling_rate, "--sampling-rate")
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    try:
+        if path.suffix.lower() == ".npz":
+            with zipfile.ZipFile(path) as archive:
+                found = {name.removesuffix(".npy") for name in archive.namelist()}
+                # Only the arrays used are read: another member may be a bomb.
+                stored = {
+                    key: _npz_member(archive, key, path)
+                    for key in ("X", "record_ids", "lead_names")
+                    if key in found
+                }
+        else:  # mapped, read record by record; a header larger than the file is refused
+            found = {"X"}
+            stored = {"X": np.load(path, mmap_mode="r", allow_pickle=False)}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:  # also object arrays
         raise CommandError(f"cannot read {path}: {exc}") from exc
     if "X" not in stored:
         raise CommandError(
-            f"{path} has no array named 'X' (found {', '.join(stored) or 'none'}); save the "
+            f"{path} has no array named 'X' (found {', '.join(sorted(found)) or 'none'}); save the "
             f"signals with np.savez(path, X=X, record_ids=ids)."
         )
     X = stored["X"]
@@ -176,6 +194,35 @@ def _arrays(path, sampling_rate, model_leads):
         return RawRecord(signal=X[i], fs=fs, lead_names=leads, source=f"{path}[{names[i]}]")
 
     return _Source(names, read, str(path), in_order=True)
+
+
+def _npz_member(archive, key, path):
+    """The array ``key`` of an open ``.npz`` archive, its header checked before its data is read.
+
+    The size the header declares must fit in the member and in the memory available.
+    """
+    info = archive.getinfo(f"{key}.npy")
+    with archive.open(info) as fh:
+        version = np.lib.format.read_magic(fh)
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read_header(fh)
+        declared = math.prod(shape) * dtype.itemsize
+        if dtype.hasobject or declared > info.file_size - fh.tell():
+            raise ValueError(
+                f"its array {key!r} declares {declared} bytes of {dtype} in a member of "
+                f"{info.file_size} bytes: the file is damaged or crafted"
+            )
+    if declared > available_memory():
+        raise CommandError(
+            f"{path}: its array {key!r} needs {declared / 1e9:.3g} GB, more than the "
+            f"{available_memory() / 1e9:.3g} GB of memory available. Split it into smaller files."
+        )
+    with archive.open(info) as fh:
+        return np.lib.format.read_array(fh, allow_pickle=False)
 
 
 def _files(path, repair_headers):
@@ -222,6 +269,11 @@ def _source(args, model_leads=None):
         raise CommandError(
             f"{path} does not exist; RECORDS is a folder of WFDB or EDF records, an .edf, "
             f".npy or .npz file, or {' or '.join(BUNDLED)}."
+        )
+    if not path.is_dir() and not path.is_file():  # links are followed
+        raise CommandError(
+            f"{path} is not a regular file or a folder but a FIFO, device or socket, which "
+            "could block or never end; copy the records into a file or folder."
         )
     if path.is_file() and path.suffix.lower() in ARRAY_SUFFIXES:
         return _arrays(path, args.sampling_rate, model_leads)
@@ -460,7 +512,13 @@ def _write_csv(frame, path):
 def _fit_settings(args):
     """The reading settings of ``fit``: rate, frames and conditioning."""
     # The estimator's working rate is the default, read from it rather than repeated here.
-    working_rate = float(args.working_rate or CROCSClusterer().working_rate)
+    try:
+        working_rate = check_rate(
+            CROCSClusterer().working_rate if args.working_rate is None else args.working_rate,
+            "--working-rate",
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
     frame_length = round(args.frame_seconds * working_rate)
     if frame_length < 1:
         raise CommandError(
@@ -515,8 +573,11 @@ def fit(args):
         counts = ", ".join(f"{n} ({c})" for n, c in unknown.sum().items() if c)
         note(f"left out {int(unknown.any(axis=1).sum())} record(s) with an unknown {counts}")
     labelled = np.flatnonzero(~unknown.any(axis=1).to_numpy())
-    if len(labelled) == 0:
-        raise CommandError("no record has a known value of every attribute.")
+    if len(labelled) < 2:
+        raise CommandError(
+            f"{'no record has' if len(labelled) == 0 else 'only 1 record has'} a known value "
+            "of every attribute; fit needs at least 2 labelled records."
+        )
     y = y.iloc[labelled].reset_index(drop=True)
     age_groups = {}
     for name in y.columns:
@@ -587,10 +648,12 @@ def fit(args):
         for name, cats in zip(model.attribute_names_, model.categories_)
     )
     print(
-        f"Trained on {len(rows)} frames of {len(labelled)} records in {model.n_iter_} epochs; "
-        f"{len(model.prototypes_)} prototypes ({described})."
+        escape(
+            f"Trained on {len(rows)} frames of {len(labelled)} records in {model.n_iter_} "
+            f"epochs; {len(model.prototypes_)} prototypes ({described})."
+        )
     )
-    print(f"Model written to {model_dir}")
+    print(escape(f"Model written to {model_dir}"))
     return 0
 
 
@@ -614,7 +677,62 @@ def _load_model(args):
         )
     model = CROCSClusterer.load(model_dir / MODEL_FILE, device=args.device)
     model.set_params(verbose=0)
+    try:
+        _check_settings(settings, model)
+    except (KeyError, TypeError, ValueError) as exc:
+        problem = f"no {exc}" if isinstance(exc, KeyError) else str(exc).rstrip(".")
+        raise CommandError(
+            f"{settings_path} does not fit the {MODEL_FILE} beside it ({problem}); fit the "
+            "model again, or restore the settings.json written with it."
+        ) from exc
     return model, settings
+
+
+def _check_settings(settings, model):
+    """Raise unless the reading ``settings`` are those that ``fit`` wrote for ``model``."""
+    working_rate = check_rate(settings["working_rate"], "working_rate")
+    if working_rate != model.sampling_rate_:
+        raise ValueError(
+            f"working_rate {working_rate:g} Hz, but the model was trained at "
+            f"{model.sampling_rate_} Hz"
+        )
+    frame_length = settings["frame_length"]
+    if frame_length != model.input_shape_[1] or isinstance(frame_length, bool):
+        raise ValueError(
+            f"frames of {frame_length!r} samples, but the model takes "
+            f"{model.input_shape_[1]}"
+        )
+    leads = settings["lead_names"]
+    if (
+        not isinstance(leads, list)
+        or not all(isinstance(lead, str) and lead for lead in leads)
+        or len(set(leads)) != len(leads)
+        or len(leads) != model.input_shape_[0]
+    ):
+        raise ValueError(
+            f"lead_names {str(leads)[:80]}, not {model.input_shape_[0]} distinct "
+            "names of the model's leads"
+        )
+    if settings["normalize"] not in ("none", *_NORMALIZE_OPTIONS):
+        raise ValueError(f"normalize {str(settings['normalize'])[:40]!r}")
+    conditioning = settings["conditioning"]
+    if conditioning is not None:
+        if not isinstance(conditioning, dict) or set(conditioning) != {
+            "bandpass", "notch", "normalize"
+        }:  # fmt: skip
+            raise ValueError("conditioning that is not {bandpass, notch, normalize}")
+        bandpass = conditioning["bandpass"]
+        check_bandpass(None if bandpass is None else tuple(bandpass), working_rate)
+        SignalConditioner(
+            notch=conditioning["notch"], normalize=conditioning["normalize"]
+        )._validate_params()
+    class_map = settings.get("class_map")  # written as a table, never a name or path
+    if class_map is not None and (not isinstance(class_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in class_map.items()
+    )):  # fmt: skip
+        raise ValueError("class_map that is not a {code: class} table of strings")
+    if class_map is not None:
+        read_class_map(class_map)  # non-empty codes and classes
 
 
 def _read_for_model(args, settings):
@@ -644,7 +762,7 @@ def predict(args):
             same = model.prototype_attributes_[:, j][np.newaxis, :] == best[:, j][:, np.newaxis]
             table[f"{name}_proba"] = (mean * same).sum(axis=1).round(6)
     _write_csv(table, out)
-    print(f"Predicted the attributes of {n_records} records; written to {out}")
+    print(escape(f"Predicted the attributes of {n_records} records; written to {out}"))
     return 0
 
 
@@ -779,8 +897,10 @@ def search(args):
     table["distance"] = table["distance"].round(6)
     _write_csv(table, out)
     print(
-        f"Wrote the {min(args.k, n_records)} nearest records for {len(labels)} "
-        f"quer{'y' if len(labels) == 1 else 'ies'} to {out}"
+        escape(
+            f"Wrote the {min(args.k, n_records)} nearest records for {len(labels)} "
+            f"quer{'y' if len(labels) == 1 else 'ies'} to {out}"
+        )
     )
     return 0
 

@@ -27,11 +27,13 @@ import json
 import os
 import platform
 import re
+import types
 import warnings
 
 import numpy as np
 import pandas as pd
 import safetensors
+import safetensors.torch
 import sklearn
 import skorch
 import torch
@@ -39,7 +41,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ._attributes import LAYOUTS
-from ._utils import _atomic_path, _device_problem, _file_sha256, _python_value
+from ._guards import activation_size
+from ._utils import _atomic_path, _device_problem, _python_value
 from .nn._augment import RandomWindow
 from .preprocessing import SignalConditioner
 
@@ -72,6 +75,12 @@ _ATTRIBUTE_DTYPES = frozenset(
 _VALUE_DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|U(\d{1,9}))")
 # Largest input a loaded model accepts: 4096 leads, 2**31 samples per lead.
 _MAX_LEADS, _MAX_TIMEPOINTS = 4096, 2**31
+# Largest tensor (elements) of a one-ECG forward pass that a model file may
+# describe: 8 MiB of float32, a 64-channel ResNet stem over 65,536 samples
+# (over 10 minutes at 100 Hz). Loading probes the model on 4 frames, and the
+# command line builds a blank frame, from the declared input shape, so a
+# document that asks for more is refused before anything is allocated from it.
+MAX_ACTIVATION = 2**21
 # Nesting of FrozenEstimator and Pipeline in a retriever's estimator.
 MAX_NESTING = 16
 
@@ -344,6 +353,37 @@ _SAFETENSORS_DTYPES = {
 }  # fmt: skip
 
 
+class _Bytes:
+    """What read_model_file uses of ``safe_open``, over the bytes of a whole file."""
+
+    def __init__(self, data):
+        self._tensors = safetensors.torch.load(data)  # checks the layout as safe_open does
+        size = int.from_bytes(data[:8], "little")
+        self._metadata = json.loads(data[8 : 8 + size]).get("__metadata__")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+    def metadata(self):
+        return self._metadata
+
+    def keys(self):
+        return self._tensors.keys()
+
+    def get_slice(self, name):
+        tensor = self._tensors[name]
+        return types.SimpleNamespace(
+            get_dtype=lambda: str(tensor.dtype).removeprefix("torch."),
+            get_shape=lambda: list(tensor.shape),
+        )
+
+    def get_tensor(self, name):
+        return self._tensors[name]
+
+
 def _check_manifest_entry(path, name, expected, found):
     for field in ("dtype", "shape"):
         if found[field] != expected.get(field):
@@ -360,14 +400,21 @@ def read_model_file(path, kind, sha256=None):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No model file at {path}.")
     if sha256 is not None:
-        digest = _file_sha256(path)
+        # The bytes hashed are the bytes parsed: a file replaced after the hash
+        # (by another process, or an attacker racing the check) is never read.
+        with open(path, "rb") as fh:
+            data = fh.read()
+        digest = hashlib.sha256(data).hexdigest()
         if digest != sha256.lower():
             raise InvalidModelFileError(
                 f"{path} has SHA-256 {digest}, not the expected sha256={sha256!r}: it is "
                 "not the file that the hash was published for. Obtain the file again."
             )
     try:
-        with safe_open(path, framework="pt", device="cpu") as fh:
+        opened = (
+            safe_open(path, framework="pt", device="cpu") if sha256 is None else _Bytes(data)
+        )
+        with opened as fh:
             metadata = fh.metadata() or {}
             names = set(fh.keys())
             text = metadata.get(_METADATA_KEY)
@@ -548,8 +595,9 @@ ESTIMATOR_FIELDS = {
         lambda v: isinstance(v, list)
         and len(v) == 2
         and _is_int(1, _MAX_LEADS)(v[0])
-        and _is_int(1, _MAX_TIMEPOINTS)(v[1]),
-        f"[leads <= {_MAX_LEADS}, samples <= {_MAX_TIMEPOINTS}]",
+        and _is_int(1, _MAX_TIMEPOINTS)(v[1])
+        and v[0] * v[1] <= MAX_ACTIVATION,
+        f"[leads <= {_MAX_LEADS}, samples] with leads x samples <= {MAX_ACTIVATION}",
         True,
     ),
     "fit_ndim": (lambda v: v in (2, 3) and not isinstance(v, bool), "2 or 3", True),
@@ -666,3 +714,61 @@ def check_encoder_shapes(build, weights):
                 f"build {shape}"
             )
 
+
+
+def check_activation(encoder, input_shape, embedding_dim, encoder_params):
+    """Raise ValueError if one ECG's forward pass would hold a tensor beyond MAX_ACTIVATION.
+
+    Measured on the meta device, so that nothing is allocated from the document.
+    """
+    size = activation_size(encoder, *input_shape, embedding_dim, encoder_params or {})
+    if size > MAX_ACTIVATION:
+        raise ValueError(
+            f"input_shape {list(input_shape)} makes a forward pass of one ECG hold "
+            f"{size} values in one tensor, more than the {MAX_ACTIVATION} a model file may "
+            "describe"
+        )
+
+
+def probe_signals(n_leads, n_samples, rate=None, scale=None):
+    """Four ECG-like frames (float32, ``(4, n_leads, n_samples)``) to probe a loaded model.
+
+    Beats of P, QRS and T waves at 60 and 100 bpm, and the same inverted (as
+    in lead aVR), at ``rate`` Hz (500 when unknown), scaled to the median
+    lead standard deviation ``scale`` of the training signals when known.
+    Both polarities, so that a channel that a ReLU silences for one is open
+    for the other.
+    """
+    t = np.arange(n_samples) / (rate or 500.0)
+    # (centre in s from the R peak, width in s, amplitude in mV) of each wave.
+    waves = [(-0.2, 0.025, 0.15), (-0.03, 0.01, -0.1), (0.0, 0.01, 1.0),
+             (0.03, 0.01, -0.25), (0.3, 0.05, 0.3)]  # fmt: skip
+    frames = []
+    for period in (1.0, 0.6):
+        since = (t + 0.3) % period - 0.3  # seconds from the nearest R peak
+        beat = sum(a * np.exp(-(((since - c) / w) ** 2)) for c, w, a in waves)
+        frames.append([(1 + 0.1 * lead) * beat for lead in range(n_leads)])
+    X = np.asarray(frames)
+    X = np.concatenate([X, -X])
+    spread = float(np.median(X.reshape(-1, n_samples).std(axis=1)))
+    if scale and spread:
+        X *= scale / spread
+    return X.astype(np.float32)
+
+
+def check_probe(path, outputs):
+    """Refuse a loaded model whose raw encoder ``outputs`` (a tensor, one row per frame of
+    :func:`probe_signals`) are not finite or too large to normalise to unit length.
+
+    A probe finds weights that break every input, not each input that some
+    weights break: real ECGs can still reach a channel the probe leaves at 0.
+    """
+    # The norm that F.normalize divides by: an infinite one makes every embedding 0.
+    if not bool(torch.isfinite(outputs.detach().float().norm(dim=1)).all()):
+        raise InvalidModelFileError(
+            f"{path}: the model's outputs on ECG-like signals are NaN, infinite or too large "
+            "to normalise, so every prediction would be meaningless (its weights are finite "
+            "but do not describe a working network, e.g. a negative BatchNorm running_var "
+            "or values near the float32 limit). The file was altered or saved from a failed "
+            "fit; fit and save the model again."
+        )

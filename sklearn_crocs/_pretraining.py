@@ -38,12 +38,15 @@ from ._persistence import (
     PRETRAINER_FIELDS,
     CallerError,
     InvalidModelFileError,
+    check_activation,
     check_encoder_shapes,
     check_fields,
     check_load_args,
+    check_probe,
     class_name,
     decode_params,
     encode_value,
+    probe_signals,
     read_model_file,
     resolve_device,
     resolve_encoder,
@@ -487,7 +490,8 @@ class ContrastivePretrainer(
             return _rebuild(cls, document, tensors, path, device, encoder)
         except (InvalidModelFileError, CallerError):
             raise
-        except (AttributeError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError, RuntimeError,
+                ArithmeticError) as exc:  # fmt: skip
             raise InvalidModelFileError(
                 f"{path}: the document and tensors do not describe a valid {cls.__name__} "
                 f"({type(exc).__name__}: {exc}). The file was altered or written by an "
@@ -505,15 +509,30 @@ def _rebuild(cls, document, tensors, path, device, encoder):
     pretrainer = cls(**params)
     pretrainer._validate_params()
     input_shape = tuple(document["input_shape"])
+    n_leads = document["n_features_in"]
+    # The views' channels: every lead, or one lead where the method splits them.
+    lead_views = pretrainer.method in ("cmlc", "cmsmlc")
+    if input_shape[0] != (1 if lead_views else n_leads) or (lead_views and n_leads < 2):
+        raise ValueError(
+            f"input_shape {list(input_shape)} is not the views method={pretrainer.method!r} "
+            f"makes of {n_leads} lead(s)"
+        )
+    check_activation(
+        encoder_class(pretrainer.encoder), input_shape, pretrainer.embedding_dim,
+        pretrainer.encoder_params,
+    )  # fmt: skip
     weights = {k.removeprefix("encoder."): v for k, v in tensors.items()}
     check_encoder_shapes(partial(pretrainer._build_encoder, input_shape), weights)
     module = pretrainer._build_encoder(input_shape)
     module.load_state_dict(weights, strict=True)
     pretrainer.encoder_ = module.to(pretrainer.device).eval()
     pretrainer.input_shape_ = input_shape
-    pretrainer.n_features_in_ = document["n_features_in"]
+    pretrainer.n_features_in_ = n_leads
     pretrainer.loss_curve_ = list(document["loss_curve"])
     pretrainer.n_iter_ = len(pretrainer.loss_curve_)
+    with torch.inference_mode():
+        probe = torch.from_numpy(probe_signals(*input_shape)).to(pretrainer.device)
+        check_probe(path, pretrainer.encoder_(probe).cpu())
     return pretrainer
 
 

@@ -98,6 +98,16 @@ class FittedPrototypes:
         :class:`~sklearn_crocs.InvalidModelFileError`.
         """
         categories = [decode_values(c) for c in document["categories"]]
+        names = document["attribute_names"]
+        if len(set(names)) != len(names):
+            raise ValueError(f"the attribute names {names[:20]} are not distinct")
+        for name, values in zip(names, categories):
+            # True == 1 in a set, as in the pandas index that query() builds from them.
+            items = values.tolist()
+            if len(set(items)) != len(items) or len({type(v) for v in items}) > 1:
+                raise ValueError(
+                    f"the categories of {name!r} ({items[:10]}) are not distinct values of one type"
+                )
         dtypes = [decode_dtype(d) for d in document["attribute_dtypes"]]
         n_combinations = math.prod(len(c) for c in categories)
         shape = (n_combinations, embedding_dim)
@@ -129,4 +139,17 @@ class FittedPrototypes:
                 "combinations with training ECGs (or prototype_counts is negative), which no "
                 "fitted model has; the file was altered. Fit and save the model again."
             )
+        # Both sets are stored L2-normalised: a row of another length (3e38, or
+        # zeros) would make every similarity to it infinite, NaN or 0.
+        for name, rows in (
+            ("learned_prototypes", learned.numpy()),
+            ("mean_prototypes", means[counts > 0]),
+        ):
+            norms = np.linalg.norm(rows.astype(np.float64), axis=1)
+            if not np.all(np.abs(norms - 1) <= 1e-3):
+                raise InvalidModelFileError(
+                    f"{path}: tensor {name!r} holds rows that are not unit vectors (lengths "
+                    f"up to {norms.max():.3g}), which no fitted model has; the file was "
+                    "altered. Fit and save the model again."
+                )
         return cls(codec, document["class_index"], learned.numpy(), means, counts, kind)

@@ -516,6 +516,12 @@ default=None
                 "Search by example ECGs with kneighbors(X)."
             )
         frame.columns = [str(c) for c in frame.columns]
+        if frame.columns.duplicated().any():
+            twice = sorted(set(frame.columns[frame.columns.duplicated()]))
+            raise ValueError(
+                f"attributes names the attribute(s) {twice} more than once; give each "
+                "attribute one column."
+            )
         extra = [c for c in frame.columns if c not in names]
         if extra:
             raise ValueError(

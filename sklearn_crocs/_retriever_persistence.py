@@ -78,13 +78,31 @@ def _estimator_from_spec(spec, tensors, path, device, encoder, depth=0):
             (str(name), _estimator_from_spec(step, tensors, path, device, encoder, depth + 1))
             for name, step in content["steps"]
         ]
+        # What save writes: FrameNormalizer steps, then the clusterer (which
+        # _crocs_step finds in the last step, or refuses).
+        *before, (_, last) = steps
+        shape = _crocs_step(last).input_shape_
+        for name, step in before:
+            if type(step) is not FrameNormalizer:
+                raise ValueError(
+                    f"pipeline step {name!r} before the clusterer is not a FrameNormalizer"
+                )
+            # X's second axis: the leads of 3-D X, the samples of 2-D X.
+            if getattr(step, "n_features_in_", shape[0]) not in shape:
+                raise ValueError(
+                    f"pipeline step {name!r} was fitted on {step.n_features_in_} features, but "
+                    f"the clusterer on {shape[0]} lead(s) of {shape[1]} samples"
+                )
         return Pipeline(steps, verbose=bool(content["verbose"]))
     if kind == "FrameNormalizer":
         if content["method"] not in ("zscore", "minmax"):
             raise ValueError(f"unknown FrameNormalizer method {content['method']!r}")
         step = FrameNormalizer(method=content["method"])
         if "n_features_in" in content:
-            step.n_features_in_ = int(content["n_features_in"])
+            width = content["n_features_in"]
+            if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+                raise ValueError(f"FrameNormalizer n_features_in {str(width)[:30]} is not a count")
+            step.n_features_in_ = width
         return step
     raise ValueError(f"unknown estimator kind {kind!r}")
 
@@ -119,6 +137,11 @@ def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
         retriever = cls(estimator, **params)
         retriever._validate_params()
         embeddings = None
+        # The database embeddings are in the file exactly when it says it is indexed.
+        if not isinstance(document["indexed"], bool) or document["indexed"] != (
+            "embeddings" in tensors
+        ):
+            raise ValueError("'indexed' does not say whether the file holds the embeddings")
         if document["indexed"]:
             embeddings = tensors["embeddings"].numpy()
             crocs = _crocs_step(estimator)
@@ -128,7 +151,8 @@ def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
                 )
     except (InvalidModelFileError, CallerError):
         raise
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError,
+            ArithmeticError) as exc:  # fmt: skip
         raise InvalidModelFileError(
             f"{path}: the model document and tensors do not describe a valid "
             f"PrototypeRetriever ({type(exc).__name__}: {exc}). The file was altered or "

@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -127,6 +128,33 @@ def clear_data_home(data_home=None):
     shutil.rmtree(get_data_home(data_home))
 
 
+def path_inside(root, relpath, source):
+    """``root / relpath`` for a path read from a metadata file ``source``, or ValueError
+    if it could name a file outside ``root``.
+
+    The path must be relative, in POSIX form, without ``..``, ``.`` or empty
+    components or control characters: a data set's tables name its own files
+    and nothing else. Symbolic links inside the folder are the user's own
+    (a tree of links to a shared copy) and are followed.
+    """
+    text = str(relpath)
+    problem = None
+    if not text or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        problem = "it is empty or holds control characters"
+    elif "\\" in text or (len(text) > 1 and text[1] == ":"):
+        problem = "it is a Windows path (drive letter or backslash)"
+    elif text.startswith("/"):
+        problem = "it is absolute"
+    elif any(part in ("", ".", "..") for part in text.split("/")):
+        problem = "it has '..', '.' or empty components"
+    if problem is not None:
+        raise ValueError(
+            f"{source} names the file {text[:100]!r}, which is not inside {root}: {problem}. "
+            "The table is damaged or was altered; restore it from the data set's source."
+        )
+    return Path(root) / text
+
+
 def canonical_lead_name(name):
     """Public spelling of a lead name ("avr" -> "aVR"); unknown names unchanged."""
     name = str(name).strip()
@@ -170,22 +198,21 @@ def parse_age(value):
     if value is None:
         return math.nan
     if isinstance(value, (int, float, np.integer, np.floating)):
-        return float(value)
-    text = str(value).strip()
-    if text.startswith(">"):
+        age = float(value)
+    else:
+        text = str(value).strip()
+        if text.startswith(">"):  # ">89": over the cap
+            text, offset = text[1:], 1.0
+        elif text.endswith("+"):  # "90+": 90 or over, the cap, as PTB-XL's 300 becomes 90
+            text, offset = text[:-1], 0.0
+        else:
+            offset = 0.0
         try:
-            return float(text[1:]) + 1.0
+            age = float(text) + offset
         except ValueError:
             return math.nan
-    if text.endswith("+"):  # "90+": 90 or over, the cap, as PTB-XL's 300 becomes 90
-        try:
-            return float(text[:-1])
-        except ValueError:
-            return math.nan
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
+    # "inf" or "-1" is no age: unknown, as a missing one, not a failure later.
+    return age if math.isfinite(age) and age >= 0 else math.nan
 
 
 _SEX_CODES = {

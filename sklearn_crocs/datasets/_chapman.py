@@ -32,6 +32,7 @@ from ._base import (
     parse_age,
     parse_comments,
     parse_sex,
+    path_inside,
     progress,
     warn,
 )
@@ -282,7 +283,8 @@ def _load_original(
             f"rhythm; see unmapped= and rhythm_groups=."
         )
     folder = path / ("ECGDataDenoised" if denoised else "ECGData")
-    files = [folder / f"{name}.csv" for name in table.index]
+    source = f"{path / 'Diagnostics.xlsx'} (column FileName)"
+    files = [path_inside(folder, f"{name}.csv", source) for name in table.index]
     scale = _CSV_UNITS[csv_units]
     cache = None
     if cache_dir is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
+from ..preprocessing._signals import check_rate
 from ._base import (
     UNIT_SCALE,
     ExclusionLog,
@@ -23,6 +24,7 @@ from ._base import (
     check_on_error,
 )
 from ._records import RawRecord, check_fs, check_signal_length, collect_signals
+from ._wfdb import regular_file_size
 
 EDF_SUFFIXES = (".edf",)
 # EDF+ labels name the signal type first ("ECG V2", "EKG II"): dropped to get the lead.
@@ -61,6 +63,8 @@ def read_edf_record(path, *, leads=None):
     """
     edfio = import_edfio()
     path = Path(os.path.expanduser(os.fspath(path)))
+    # A link to a regular file is read; a FIFO or device would block or never end.
+    regular_file_size(path, path, "EDF file")
     try:
         # EDF asks for ASCII headers; latin-1 decodes any byte, so a stray
         # accent in a patient field does not make the file unreadable.
@@ -85,7 +89,12 @@ def read_edf_record(path, *, leads=None):
         names = [name for name in names if name in leads]
     if not signals:
         raise InvalidRecordError(f"{path}: the EDF file has no signals to read.")
-    rates = {float(signal.sampling_frequency) for signal in signals}
+    try:  # a NaN or zero record duration in the header gives such rates
+        rates = {check_rate(float(s.sampling_frequency), "its sampling rate") for s in signals}
+    except ValueError as exc:
+        raise InvalidRecordError(
+            f"{path}: {exc} Fix the header (its record duration) or pass on_error='skip'."
+        ) from exc
     if len(rates) > 1:
         raise InvalidRecordError(
             f"{path}: the signals {names} have different sampling rates "

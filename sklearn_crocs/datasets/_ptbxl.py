@@ -24,6 +24,7 @@ from ._base import (
     check_on_error,
     get_data_home,
     load_descr,
+    path_inside,
 )
 from ._download import check_fetch_args, checksum_list, ensure_files
 from ._records import check_signal_length
@@ -313,7 +314,8 @@ def load_ptbxl(
         database, folds=folds, ecg_ids=ecg_ids, single_label=single_label, log=log
     )
     column = _FILENAME_COLUMN[sampling_rate]
-    records = [path / name for name in selected[column]]
+    source = f"{path / 'ptbxl_database.csv'} (column {column})"
+    records = [path_inside(path, name, source) for name in selected[column]]
     signal_set = read_wfdb_signals(
         records,
         [str(i) for i in selected.index],

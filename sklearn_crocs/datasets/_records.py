@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ import numpy as np
 
 from .._utils import _atomic_path
 from ..preprocessing import resample_signals
+from ..preprocessing._signals import check_amplitude, check_rate
 from ._base import InvalidRecordError, progress
 
 #: Bump when the meaning of cached arrays changes.
@@ -79,11 +81,8 @@ def check_signal_length(signal_length):
 def check_fs(value, name):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise TypeError(f"{name} must be a positive number of Hz, got {value!r}.")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number of Hz, got {value!r}.")
-    return float(value) if float(value) != int(value) else int(value)
+    value = check_rate(value, name)
+    return int(value) if value.is_integer() else value
 
 
 def file_stats(paths):
@@ -105,6 +104,14 @@ def _json_default(value):
     raise TypeError(f"cannot store {type(value).__name__} in a cache index")
 
 
+def _is_regular(path):
+    """Whether ``path`` is a regular file itself (no link followed)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 class SignalCache:
     """A ``.npy`` + ``.json`` pair in ``cache_dir`` keyed by ``payload``."""
 
@@ -122,7 +129,9 @@ class SignalCache:
 
     def load(self):
         """The cached :class:`SignalSet` (memory-mapped), or None."""
-        if not (self.npy_path.exists() and self.json_path.exists()):
+        # Files this package wrote itself: never read through a link (the
+        # rebuild replaces the link, not its target) or from a special file.
+        if not all(_is_regular(p) for p in (self.npy_path, self.json_path)):
             return None
         try:
             meta = json.loads(self.json_path.read_text(encoding="utf-8"))
@@ -276,7 +285,11 @@ class _Conformer:
         return signal, reference
 
     def _check_rate(self, raw):
-        rate = raw.fs
+        try:
+            check_rate(raw.fs, "its sampling rate")
+        except ValueError as exc:
+            raise InvalidRecordError(f"{raw.source}: {exc}") from exc
+        rate = raw.fs  # as the reader gave it: 500, not 500.0, in the Bunch
         if self.expected_fs is not None and rate != self.expected_fs:
             raise InvalidRecordError(
                 f"{raw.source}: sampling rate {rate:g} Hz, expected "
@@ -315,6 +328,10 @@ class _Conformer:
                 f"samples are NaN or infinite (WFDB marks missing samples this "
                 f"way). Repair the record or pass on_error='skip'."
             )
+        try:
+            check_amplitude(signal, "the signal")
+        except ValueError as exc:
+            raise InvalidRecordError(f"{raw.source}: {exc}") from exc
         if self.condition is not None:
             try:
                 signal = self.condition(signal, rate)

@@ -37,6 +37,7 @@ from sklearn.utils import Bunch
 from wfdb.io._signal import _required_byte_num
 from wfdb.io.header import HeaderSyntaxError, parse_header_content, rx_signal
 
+from ..preprocessing._signals import check_rate
 from ._base import (
     UNIT_SCALE,
     ExclusionLog,
@@ -125,6 +126,12 @@ def _check_header_values(text, header_path, wfdb_defaults):
     if not lines:
         raise InvalidRecordError(f"{header_path}: the header has no record line.")
     tokens = lines[0].split()
+    if "/" in tokens[0]:  # "name/n_segments": its lines are segments, not signals
+        raise InvalidRecordError(
+            f"{header_path}: a multi-segment record ({tokens[0].split('/', 1)[1]} segments), "
+            "which this reader does not join. Convert it to one segment (wfdb's "
+            "MultiRecord.multi_to_single) or pass on_error='skip'."
+        )
     # The frequency is the third field, "fs[/counter[(base)]]". wfdb's own
     # parser reads "-500" as no frequency at all, hence 250 Hz.
     field = tokens[2] if len(tokens) > 2 else ""
@@ -139,14 +146,13 @@ def _check_header_values(text, header_path, wfdb_defaults):
             )
     else:
         try:
-            fs = float(fs_text)
-        except ValueError:
-            fs = math.nan
-        if not (math.isfinite(fs) and fs > 0):
+            fs = check_rate(float(fs_text), "it")
+        except ValueError as exc:
+            problem = str(exc) if "Hz" in str(exc) else "it must be a number of Hz."
             raise InvalidRecordError(
-                f"{header_path}: invalid sampling frequency {field!r}; it must be a "
-                f"positive finite number of Hz. Fix the header or pass on_error='skip'."
-            )
+                f"{header_path}: invalid sampling frequency {field!r}; {problem} Fix the "
+                "header or pass on_error='skip'."
+            ) from exc
     for number, line in enumerate(lines[1:], start=1):
         if rx_signal.match(line) is None:
             continue  # wfdb reports the syntax error
@@ -179,6 +185,10 @@ def _check_header_values(text, header_path, wfdb_defaults):
 
 # Largest header read: real ones hold a few kB (12 leads and their comments).
 _MAX_HEADER_BYTES = 1 << 20
+# FLAC signal files (formats 508, 516, 524) hold real ECGs in a half to a fifth
+# of their samples' bytes; a header announcing more than this many times the
+# file's size would have a small file decode to gigabytes.
+_MAX_FLAC_RATIO = 64
 
 
 def regular_file_size(path, header_path, what):
@@ -226,7 +236,16 @@ def _check_file_sizes(header, folder, header_path):
         entry = per_file.setdefault(file_name, [fmt, offset, 0])
         entry[2] += samples
     for file_name, (fmt, offset, samples) in per_file.items():
-        if fmt in ("508", "516", "524"):  # FLAC: compressed, size unknown
+        if fmt in ("508", "516", "524"):  # FLAC: compressed, bounded by a ratio
+            size = regular_file_size(folder / file_name, header_path, "signal file")
+            decoded = samples * int(fmt[1:]) // 8
+            if size is not None and decoded > _MAX_FLAC_RATIO * max(size, 1):
+                raise InvalidRecordError(
+                    f"{header_path}: FLAC signal file {file_name} has {size} bytes, but the "
+                    f"header announces {header.sig_len} samples ({decoded} bytes), more than "
+                    f"{_MAX_FLAC_RATIO} times as many as real ECGs compress to. The header is "
+                    "corrupt or crafted; restore it or pass on_error='skip'."
+                )
             continue
         try:
             needed = offset + _required_byte_num("read", fmt, samples)

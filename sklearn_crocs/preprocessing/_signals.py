@@ -24,6 +24,17 @@ from .._doc_link import DocLinkMixin
 from .._utils import _length_groups
 
 _NORMALIZE_METHODS = ("zscore", "minmax")
+# Sampling rates the package takes, in Hz: ECG recorders sample at 50 Hz to a
+# few kHz. Far outside, a rate is a mistake (units, a damaged header) whose
+# arithmetic fails later with a message that names neither the rate nor the fix.
+MIN_RATE, MAX_RATE = 1.0, 100_000.0
+# Largest absolute sample value, in any unit: an ECG stays within a few mV, a
+# few thousand uV or the counts of a 24-bit recorder (below 1e7). Beyond it a
+# gain or unit is wrong, and squares overflow float32 in scaling and filtering.
+MAX_AMPLITUDE = 1e9
+# Lowest band-pass edge in Hz: the AHA's diagnostic limit. Much lower, the
+# filter's coefficients are singular and it needs minutes to settle.
+MIN_EDGE = 0.05
 
 
 def _as_signal_array(X, *, name="X", min_ndim=1):
@@ -55,6 +66,78 @@ def _check_finite(X, name="X"):
             f"records first (the loaders reject such records or skip them with "
             f"on_error='skip')."
         )
+
+
+def check_rate(value, name="sampling_rate"):
+    """``value`` as a float number of Hz, or a ValueError that names ``name`` and the range.
+
+    The one check of a sampling rate, for every entry point: arguments,
+    parameters, command-line options, record headers and model files.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not MIN_RATE <= value <= MAX_RATE  # also refuses NaN
+    ):
+        raise ValueError(
+            f"{name} must be a number of Hz from {MIN_RATE:g} to {MAX_RATE:g}; got "
+            f"{_short(value)}."
+        )
+    return float(value)
+
+
+def check_amplitude(X, name="X"):
+    """Raise ValueError if a sample of ``X`` is NaN, infinite or beyond ``MAX_AMPLITUDE``.
+
+    The one check of amplitudes, for the conditioner and every record read.
+    """
+    peak = float(np.max(np.abs(X), initial=0.0))
+    if not peak <= MAX_AMPLITUDE:  # also NaN
+        what = "NaN or infinite values" if not math.isfinite(peak) else f"values up to {peak:.3g}"
+        raise ValueError(
+            f"{name} has {what}, beyond the {MAX_AMPLITUDE:g} of any ECG in any unit: its "
+            "gain or units are wrong. Repair it (WFDB: the ADC gain of each lead) or leave "
+            "it out."
+        )
+
+
+def check_bandpass(bandpass, sampling_rate, target_rate=None):
+    """Raise ValueError unless ``bandpass`` is None, ``(low, high)`` or ``(low, None)`` in Hz
+    that a filter at the lower of the two rates can apply (``low`` below its Nyquist frequency).
+
+    The one check of band edges, for the conditioner, model files and the command line.
+    """
+    if bandpass is None:
+        return
+    edges = tuple(bandpass) if isinstance(bandpass, (tuple, list)) else ()
+    low, high = (*edges, None, None)[:2]
+
+    def real(v):
+        return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+    if (
+        len(edges) != 2
+        or not real(low)
+        or low < MIN_EDGE
+        or (high is not None and (not real(high) or high <= low))
+    ):
+        raise ValueError(
+            f"bandpass must be (low, high) in Hz with {MIN_EDGE:g} <= low < high, or (low, "
+            f"None); got {_short(bandpass)}."
+        )
+    rate = sampling_rate if target_rate is None else min(sampling_rate, target_rate)
+    if low >= rate / 2:
+        raise ValueError(
+            f"bandpass={_short(bandpass)}: the lower edge {low:g} Hz is not below half the "
+            f"rate the filter runs at ({rate:g} Hz, the lower of sampling_rate and "
+            "target_rate)."
+        )
+
+
+def _short(value):
+    """``repr(value)``, cut to one short line for a message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _repeat_rows(values, repeats, name, n_records):
@@ -224,14 +307,7 @@ def resample_signals(X, orig_fs, target_fs):
     >>> resample_signals(X, 500, 250).shape
     (3, 12, 2500)
     """
-    for name, value in (("orig_fs", orig_fs), ("target_fs", target_fs)):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Real)
-            or not math.isfinite(value)
-            or value <= 0
-        ):
-            raise ValueError(f"{name} must be a positive number of Hz, got {value!r}.")
+    orig_fs, target_fs = check_rate(orig_fs, "orig_fs"), check_rate(target_fs, "target_fs")
     X = _as_signal_array(X)
     ratio = Fraction(target_fs).limit_denominator(10**6) / Fraction(orig_fs).limit_denominator(
         10**6
@@ -430,6 +506,11 @@ def check_signal_layout(shape, sampling_rate=None, *, name="X"):
     ...
     ValueError: X has shape (8, 5000, 12): 5000 leads of 12 samples each. ...
     """
+    if len(shape) == 3 and shape[-1] < 2:  # before the layout: 12 leads of 1 sample are no swap
+        raise ValueError(
+            f"{name} has shape {tuple(shape)}: {shape[-1]} sample(s) per lead, no ECG. The "
+            "record holds no signal (or its header gives no samples); leave it out."
+        )
     if len(shape) == 3 and shape[1] > shape[2]:
         raise ValueError(
             f"{name} has shape {tuple(shape)}: {shape[1]} leads of {shape[2]} samples each. "
@@ -565,8 +646,8 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "sampling_rate": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "target_rate": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "sampling_rate": [Interval(numbers.Real, MIN_RATE, MAX_RATE, closed="both"), None],
+        "target_rate": [Interval(numbers.Real, MIN_RATE, MAX_RATE, closed="both"), None],
         "bandpass": [tuple, None],
         "notch": [Options(numbers.Real, {50, 60}), None],
         "normalize": [StrOptions(set(_NORMALIZE_METHODS)), None],
@@ -593,23 +674,7 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
             raise ValueError(
                 "SignalConditioner needs the rate of the signals: pass sampling_rate=<Hz>."
             )
-        if self.bandpass is not None:
-            low, high = (*self.bandpass, None, None)[:2]
-            if (
-                len(self.bandpass) != 2
-                or not isinstance(low, numbers.Real)
-                or low <= 0
-                or (high is not None and (not isinstance(high, numbers.Real) or high <= low))
-            ):
-                raise ValueError(
-                    f"bandpass must be (low, high) in Hz with 0 < low < high, or (low, None); "
-                    f"got {self.bandpass!r}."
-                )
-            if low >= self.sampling_rate / 2:
-                raise ValueError(
-                    f"bandpass={self.bandpass!r}: the lower edge {low:g} Hz is not below half "
-                    f"the sampling rate ({self.sampling_rate:g} Hz)."
-                )
+        check_bandpass(self.bandpass, self.sampling_rate, self.target_rate)
 
     def _validate(self, X, reset):
         self._check_settings()
@@ -620,6 +685,7 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
                 f"got {X.shape}."
             )
         check_signal_layout(X.shape, self.sampling_rate)
+        check_amplitude(X)
         return X
 
     def fit(self, X, y=None):

@@ -257,7 +257,7 @@ def test_argument_errors(tmp_path, ludb_dir):
         load_wfdb(ludb_dir, on_error="ignore")
     with pytest.raises(ValueError, match="signal_length must be"):
         load_wfdb(ludb_dir, signal_length="longest")
-    with pytest.raises(ValueError, match="target_fs must be a positive"):
+    with pytest.raises(ValueError, match="target_fs must be a number of Hz from 1"):
         load_wfdb(ludb_dir, target_fs=-5)
     with pytest.raises(TypeError, match="attributes must be None, a mapping"):
         load_wfdb(ludb_dir, attributes=3)
