@@ -144,11 +144,10 @@ def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
             raise ValueError("'indexed' does not say whether the file holds the embeddings")
         if document["indexed"]:
             embeddings = tensors["embeddings"].numpy()
-            crocs = _crocs_step(estimator)
-            if embeddings.ndim != 2 or embeddings.shape[1] != crocs.embedding_dim:
-                raise ValueError(
-                    f"embeddings have shape {embeddings.shape}, not (n, {crocs.embedding_dim})"
-                )
+            # As wide as transform's output: embedding_dim per net of an ensemble.
+            width = _crocs_step(estimator).prototypes_.shape[1]
+            if embeddings.ndim != 2 or embeddings.shape[1] != width:
+                raise ValueError(f"embeddings have shape {embeddings.shape}, not (n, {width})")
     except (InvalidModelFileError, CallerError):
         raise
     except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError,

@@ -474,6 +474,12 @@ def test_an_ensemble_round_trips(data, tmp_path):
     _rewrite(tmp_path / "ensemble.safetensors", drop=names)
     with pytest.raises(InvalidModelFileError):
         CROCSClusterer.load(tmp_path / "ensemble.safetensors")
+    # A retriever over it, with its database (two nets' embeddings side by side).
+    retriever = PrototypeRetriever(FrozenEstimator(model)).fit(X)
+    retriever.save(tmp_path / "indexed.safetensors", include_embeddings=True)
+    reloaded = PrototypeRetriever.load(tmp_path / "indexed.safetensors")
+    np.testing.assert_array_equal(reloaded.embeddings_, retriever.embeddings_)
+    assert reloaded.embeddings_.shape[1] == 2 * model.embedding_dim
 
 
 @pytest.mark.bad_input("Model file", "not a model file", "InvalidModelFileError")
