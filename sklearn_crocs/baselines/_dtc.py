@@ -208,7 +208,7 @@ class DTC(BasePrototypeClusterer):
     >>> y = np.column_stack([np.repeat(["AF", "SR"], 30), np.tile(["F", "M"], 30)])
     >>> freq = np.where(y[:, 0] == "SR", 1.0, 3.0)[:, None]
     >>> X = np.sin(freq * np.linspace(0, 20, 400)) + 0.2 * rng.randn(60, 400)
-    >>> model = DTC(embedding_dim=8, max_epochs=20, lr=1e-2, validation_fraction=None,
+    >>> model = DTC(embedding_dim=8, max_epochs=30, lr=1e-2, validation_fraction=None,
     ...             random_state=0).fit(X, y)
     >>> model.prototypes_.shape  # one prototype per combination
     (4, 8)
