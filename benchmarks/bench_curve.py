@@ -39,6 +39,7 @@ Usage::
     python benchmarks/bench_curve.py [--seeds 0 1 2] [--output curve.csv]
     python benchmarks/bench_curve.py --quick   # one seed, 500 and 1,000 records, 2 epochs
     python benchmarks/bench_curve.py --combine curve_0.csv curve_1.csv curve_2.csv  # one-seed runs
+    python benchmarks/bench_curve.py --timing   # fit times alone, on a quiet machine
 
 The user guide's figure (``docs/user_guide/learning_curve_chart.py``) is
 drawn from ``benchmarks/results/learning_curve.csv``, an ``--output`` file.
@@ -171,6 +172,22 @@ def run_seed(records, seed, args):
     return table
 
 
+def timing(records, seed=0):
+    """Fit time of the defaults at each size of the curve, one fit after another in
+    this process (run with nothing else on the machine), and its ratio to 500 records."""
+    train, _ = split(records, seed)
+    seconds = {}
+    for size in SIZES:
+        used = train if size is None else subsample_patients(records, train, size, seed)
+        (X, y, g), = frames(records, train, [used])
+        model, seconds[size] = fit({}, X, y, g, seed)
+        label = "all" if size is None else size
+        ratio = seconds[size] / seconds[SIZES[0]]
+        print(f"{label} records ({len(used)}), {model.n_iter_} epochs: {seconds[size]:.1f} s, "
+              f"{ratio:.2f}x the 500-record fit", flush=True)  # fmt: skip
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -179,6 +196,8 @@ def main(argv=None):
                         help="one seed, 500 and 1,000 records, 2 epochs: a smoke test")  # fmt: skip
     parser.add_argument("--validation", action="store_true",
                         help="score a fold of the training patients")  # fmt: skip
+    parser.add_argument("--timing", action="store_true",
+                        help="fit times of the defaults at each size")  # fmt: skip
     parser.add_argument("--combine", type=Path, nargs="+",
                         help="join the --output files of one-seed runs")  # fmt: skip
     args = parser.parse_args(argv)
@@ -188,9 +207,12 @@ def main(argv=None):
     seeds = args.seeds[:1] if args.quick else args.seeds
     print(f"Machine: {machine_summary()}")
     part = "validation folds of the training patients" if args.validation else "test patients"
+    records = load_records()
+    if args.timing:
+        print("PTB-XL sample + ptbxl-more, 5-s 12-lead frames; the defaults' fit times, seed 0")
+        return timing(records)
     print(f"PTB-XL sample + ptbxl-more, 5-s 12-lead frames; seeds {seeds}; scored on {part}")
     start = time.perf_counter()
-    records = load_records()
     tables = []
     for seed in seeds:
         tables.append(run_seed(records, seed, args))
