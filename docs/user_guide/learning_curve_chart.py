@@ -23,7 +23,7 @@ panels = [(("class", "Acc"), "class accuracy (%)"), (("sex", "Acc"), "sex accura
           (("age", "Acc"), "age-quartile accuracy (%)"), (("class", "AMI"), "class AMI (%)"),
           (("P@10", "=3"), "exact-match P@10, CP (%)"),
           (("combination", "Acc"), "class x sex x age accuracy (%)")]  # fmt: skip
-fig, axes = plt.subplots(2, 3, figsize=(11, 6.2), sharex=True)
+fig, axes = plt.subplots(2, 3, figsize=(7.2, 5.2), sharex=True)
 for ax, (column, title) in zip(axes.ravel(), panels):
     ax.errorbar(n, mean.loc[curve, column], yerr=std.loc[curve, column], marker="o", capsize=3,
                 label="defaults")  # fmt: skip
@@ -32,9 +32,12 @@ for ax, (column, title) in zip(axes.ravel(), panels):
     if pd.notna(mean.loc[ceiling, column]):
         ax.axhline(mean.loc[ceiling, column], ls="--", c="grey", label="supervised ceiling")
     ax.set_xscale("log")
-    ax.set_title(title, fontsize=10)
+    ax.set_xticks([500, 1000, 2000, 3500], ["500", "1,000", "2,000", "3,500"], minor=False)
+    ax.minorticks_off()
+    ax.set_title(title, fontsize=8)
+    ax.tick_params(labelsize=7)
 for ax in axes[1]:
-    ax.set_xlabel("training records (two 5-s frames each)")
-axes[0, 0].legend(loc="lower right", fontsize=7)
-fig.suptitle("CROCS on PTB-XL (sample + ptbxl-more), held-out patients: mean (std) over 3 splits")
+    ax.set_xlabel("training records", fontsize=8)
+axes[0, 0].legend(loc="lower right", fontsize=6)
+fig.suptitle("CROCS on PTB-XL, held-out patients: mean (std) over 3 splits", fontsize=10)
 fig.tight_layout()
