@@ -5,6 +5,7 @@ Everything here is used by more than one loader; each helper lives here once.
 
 import math
 import os
+import re
 import shutil
 import sys
 from importlib import resources
@@ -128,6 +129,19 @@ def clear_data_home(data_home=None):
     shutil.rmtree(get_data_home(data_home))
 
 
+def relative_path_problem(text):
+    """Why ``text`` is not a plain relative POSIX path inside a folder, or None."""
+    if not text or re.search(r"[\x00-\x1f\x7f]", text):
+        return "it is empty or holds control characters"
+    if "\\" in text or re.match(r"[A-Za-z]:", text):
+        return "it is a Windows path (drive letter or backslash)"
+    if text.startswith("/"):
+        return "it is absolute"
+    if any(part in ("", ".", "..") for part in text.split("/")):
+        return "it is not normalised: it has '..', '.' or empty components"
+    return None
+
+
 def path_inside(root, relpath, source):
     """``root / relpath`` for a path read from a metadata file ``source``, or ValueError
     if it could name a file outside ``root``.
@@ -138,15 +152,7 @@ def path_inside(root, relpath, source):
     (a tree of links to a shared copy) and are followed.
     """
     text = str(relpath)
-    problem = None
-    if not text or any(ord(c) < 32 or ord(c) == 127 for c in text):
-        problem = "it is empty or holds control characters"
-    elif "\\" in text or (len(text) > 1 and text[1] == ":"):
-        problem = "it is a Windows path (drive letter or backslash)"
-    elif text.startswith("/"):
-        problem = "it is absolute"
-    elif any(part in ("", ".", "..") for part in text.split("/")):
-        problem = "it has '..', '.' or empty components"
+    problem = relative_path_problem(text)
     if problem is not None:
         raise ValueError(
             f"{source} names the file {text[:100]!r}, which is not inside {root}: {problem}. "

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from .._utils import _atomic_path
 from .._utils import _file_sha256 as _sha256
-from ._base import progress
+from ._base import progress, relative_path_problem
 
 CHECKSUM_FILE = "SHA256SUMS.txt"
 MANIFEST_FILE = ".sklearn_crocs_verified.json"
@@ -97,15 +97,7 @@ def _check_relpath(relpath, source):
     checksum list or the server names a file inside the dataset folder, and
     nothing else.
     """
-    problem = None
-    if not relpath or re.search(r"[\x00-\x1f\x7f]", relpath):
-        problem = "it is empty or holds control characters"
-    elif "\\" in relpath or re.match(r"[A-Za-z]:", relpath):
-        problem = "it is a Windows path (drive letter or backslash)"
-    elif relpath.startswith("/"):
-        problem = "it is absolute"
-    elif any(part in ("", ".", "..") for part in relpath.split("/")):
-        problem = "it is not normalised: it has '..', '.' or empty components"
+    problem = relative_path_problem(relpath)
     if problem is not None:
         raise ValueError(
             f"Refusing the entry {relpath!r} of {source}: {problem}. Only relative "
