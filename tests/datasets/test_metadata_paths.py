@@ -5,7 +5,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from sklearn_crocs.datasets import load_chapman, load_ptbxl
+from sklearn_crocs.datasets import InvalidRecordError, load_chapman, load_ptbxl, load_wfdb
 
 
 def _outside_copy(tree, relpath, outside):
@@ -46,3 +46,21 @@ def test_chapman_table_paths_stay_inside(chapman_original_dir, copy_tree, tmp_pa
     table.to_excel(folder / "Diagnostics.xlsx", index=False, sheet_name="Sheet1")
     with pytest.raises(ValueError, match=r"\(column FileName\) names the file .* not inside"):
         load_chapman(folder, layout="original")
+
+
+@pytest.mark.bad_input("Read", "WFDB header names a signal file with '..'", "InvalidRecordError")
+def test_wfdb_signal_file_names_stay_inside(ludb_dir, tmp_path):
+    # WFDB's header grammar allows no path separator in a signal file name, so a
+    # header cannot make load_wfdb read a file outside the record's folder; this
+    # pins that (a wfdb that relaxed its grammar would fail here).
+    folder = tmp_path / "records"
+    folder.mkdir()
+    shutil.copy(ludb_dir / "11.dat", tmp_path / "outside.dat")
+    for suffix in (".hea", ".dat"):  # a genuine record beside the crafted one
+        shutil.copy(ludb_dir / f"12{suffix}", folder / f"12{suffix}")
+    text = (ludb_dir / "11.hea").read_text()
+    (folder / "11.hea").write_text(text.replace("\n11.dat ", "\n../outside.dat "))
+    with pytest.raises(InvalidRecordError, match=r"11\.hea: malformed WFDB header"):
+        load_wfdb(folder)
+    with pytest.warns(UserWarning, match="Skipped 1 of 2"):
+        assert load_wfdb(folder, on_error="skip").excluded["record"].tolist() == ["11"]
