@@ -1,0 +1,192 @@
+"""Pretraining on a real unlabelled pool: the training patients of PTB-XL sample + ptbxl-more.
+
+Protocol (the data, splits and scoring of ``bench_curve.py``):
+
+- per split, a :class:`ContrastivePretrainer` is fitted on the whole 10-s
+  records of the **training** patients only, their labels ignored (``groups``
+  = patient ids, so that records of one patient are positives); the test
+  patients (or, with ``--validation``, the validation fold) are never
+  pretrained on. On 10-s records both ``"cmsc"`` (adjacent halves) and
+  ``"augment"`` (``crop=0.5``) give 5-s views: the frames CROCS is fitted on;
+- then ``CROCSClusterer()`` (its defaults, ``random_state=seed``) from a random
+  initialisation or from each pretrained encoder (``pretrained=`` the fitted
+  pretrainer: one pretraining serves every fit of the split), on
+  (a) 10 % of the training patients labelled alone,
+  (b) those 10 % labelled and the other 90 % unlabelled (attributes missing),
+  (c) every training ECG labelled;
+- gap closed, per attribute, on means over the splits:
+  ``(row - 10 % from scratch) / (all labelled from scratch - 10 % from scratch)``.
+
+Usage::
+
+    python benchmarks/bench_pool.py --validation --seeds 0 1   # choose the recipe
+    python benchmarks/bench_pool.py --seeds 0 1 2 --methods cmsc   # judge it on the test patients
+    python benchmarks/bench_pool.py --seeds 0 --methods cmsc \
+        --curve benchmarks/results/learning_curve_seed0.csv   # scratch rows of bench_curve.py
+    python benchmarks/bench_pool.py --combine pool_0.csv pool_1.csv pool_2.csv
+
+``--curve`` takes the two full-size rows from scratch ("all labelled" and
+"10 % + 90 % unlabelled") from a one-seed ``bench_curve.py`` output of the
+same seed and test part (the same fits, which take most of the time) instead
+of fitting them again; the 10 % alone is still fitted, and must come out as
+bench_curve's (same seed, same thread count: the same numbers), which is
+checked.
+    python benchmarks/bench_pool.py --quick   # one seed, 2 epochs: a smoke test
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _ptbxl_all import frames, load_records  # noqa: E402
+from bench_accuracy import mean_std  # noqa: E402
+from bench_curve import parts, scored  # noqa: E402
+
+from sklearn_crocs import ContrastivePretrainer, CROCSClusterer  # noqa: E402
+
+from _utils import machine_summary  # noqa: E402
+
+SCRATCH = "scratch"
+SETTINGS = ("10% labelled alone", "10% labelled + 90% unlabelled", "all labelled")
+SCORES = [("class", "Acc"), ("sex", "Acc"), ("age", "Acc"), ("combination", "Acc"),
+          ("class", "AMI"), ("P@10", "=3")]  # fmt: skip
+
+
+def run_seed(records, seed, args):
+    train, scored_part = parts(records, seed, args.validation)
+    (X, y, g), (X_test, y_test, _) = frames(records, train, [train, scored_part])
+    y = y.reset_index(drop=True)
+    rng = np.random.RandomState(seed)  # the draw of bench_curve.py's 10 % rows
+    patients = np.unique(g)
+    labelled = np.isin(g, rng.choice(patients, round(0.1 * len(patients)), replace=False))
+    y_semi = y.mask(np.broadcast_to(~labelled[:, None], y.shape))
+    data = {
+        SETTINGS[0]: (X[labelled], y[labelled].reset_index(drop=True), g[labelled]),
+        SETTINGS[1]: (X, y_semi, g),
+        SETTINGS[2]: (X, y, g),
+    }
+    quick = {"max_epochs": 2} if args.quick else {}
+    inits = {SCRATCH: (None, 0.0)}
+    for method in args.methods:
+        start = time.perf_counter()
+        pretrainer = ContrastivePretrainer(
+            method=method, max_epochs=2 if args.quick else args.pretrain_epochs,
+            random_state=seed,
+        ).fit(records.X[train], groups=records.groups[train])  # fmt: skip
+        inits[method] = (pretrainer, time.perf_counter() - start)
+        print(f"seed {seed}: {method} pretrained in {inits[method][1]:.0f} s, "
+              f"loss {pretrainer.loss_curve_[0]:.3f} -> {pretrainer.loss_curve_[-1]:.3f}",
+              flush=True)  # fmt: skip
+    rows, reused = {}, {}
+    if args.curve is not None:
+        curve = pd.read_csv(args.curve, header=[0, 1, 2], index_col=0)["mean"]
+        reused = {f"{SETTINGS[1]}, {SCRATCH}": curve.loc["10% labelled + 90% unlabelled"],
+                  f"{SETTINGS[2]}, {SCRATCH}": curve.loc["CROCS, all records"]}  # fmt: skip
+    for setting in args.settings:
+        X_fit, y_fit, g_fit = data[setting]
+        for name, (pretrainer, pretrain_seconds) in inits.items():
+            if f"{setting}, {name}" in reused:
+                rows[f"{setting}, {name}"] = reused[f"{setting}, {name}"].to_dict()
+                continue
+            start = time.perf_counter()
+            model = CROCSClusterer(**quick, pretrained=pretrainer, random_state=seed)
+            model.fit(X_fit, y_fit, groups=g_fit)
+            rows[f"{setting}, {name}"] = {
+                **scored(model, X_test, y_test, X, y)[""],
+                ("fit", "s"): time.perf_counter() - start,
+                ("pretraining", "s"): pretrain_seconds,
+            }
+            print(f"seed {seed}: {setting}, {name} done", flush=True)
+            if reused and (setting, name) == (SETTINGS[0], SCRATCH):
+                check_reusable(rows[f"{setting}, {name}"], curve, args.curve)
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    return table
+
+
+def check_reusable(row, curve, path):
+    """Refuse ``--curve`` unless its 10 % alone is this script's: then so are its other fits."""
+    mine = pd.Series(row)[SCORES].to_numpy(float)
+    if not np.allclose(mine, curve.loc["10% labelled alone"][SCORES].to_numpy(float), atol=1e-6):
+        raise RuntimeError(f"--curve: the 10 % alone differs from {path}'s; its scratch rows "
+                           "cannot be reused (another seed, test part or thread count?).")  # fmt: skip
+
+
+def gap_closed(mean):
+    """Per attribute: (row - 10 % from scratch) / (all from scratch - 10 % from scratch)."""
+    low, high = mean.loc[f"{SETTINGS[0]}, {SCRATCH}"], mean.loc[f"{SETTINGS[2]}, {SCRATCH}"]
+    columns = [c for c in SCORES[:5] if c in mean.columns]
+    closed = (mean[columns] - low[columns]) / (high[columns] - low[columns])
+    return closed.drop(index=[f"{SETTINGS[0]}, {SCRATCH}", f"{SETTINGS[2]}, {SCRATCH}"])
+
+
+def report(tables, output, part):
+    mean, std, text = mean_std(tables)
+    pd.concat({"mean": mean, "std": std}, axis=1).to_csv(output)
+    columns = [c for c in SCORES + [("fit", "s"), ("pretraining", "s")] if c in text.columns]
+    with pd.option_context("display.width", 250, "display.max_columns", 50):
+        print(f"\n% on the {part}: mean (std) over {len(tables)} split(s)")
+        print(text[columns].to_string())
+        if {f"{SETTINGS[0]}, {SCRATCH}", f"{SETTINGS[2]}, {SCRATCH}"} <= set(mean.index):
+            print("\nGap closed between 10 % labelled alone and all labelled, from scratch "
+                  "(on the means; 0.5 = half)")  # fmt: skip
+            print(gap_closed(mean).round(2).to_string())
+        if len(tables) > 1:
+            print("\nMinus the random initialisation of the same setting, paired by split "
+                  "(points): mean (std)")  # fmt: skip
+            diffs = {}
+            for name in tables[0].index:
+                setting, init = name.rsplit(", ", 1)
+                if init != SCRATCH and f"{setting}, {SCRATCH}" in tables[0].index:
+                    d = pd.DataFrame([t.loc[name] - t.loc[f"{setting}, {SCRATCH}"]
+                                      for t in tables])  # fmt: skip
+                    cols = [c for c in SCORES if c in d.columns]
+                    diffs[name] = d[cols].agg(
+                        lambda c: f"{c.mean():+.1f} ({c.std(ddof=1):.1f})")
+            print(pd.DataFrame(diffs).T.to_string())
+    print(f"\nWritten to {output}")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--methods", nargs="+", default=["cmsc", "augment"])
+    parser.add_argument("--pretrain-epochs", type=int, default=30)
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument("--output", type=Path, default=Path("pool.csv"))
+    parser.add_argument("--curve", type=Path,
+                        help="a one-seed bench_curve.py output: its full-size scratch rows")  # fmt: skip
+    parser.add_argument("--validation", action="store_true",
+                        help="score a fold of the training patients")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="one seed, 2 epochs")
+    parser.add_argument("--combine", type=Path, nargs="+",
+                        help="join the --output files of one-seed runs")  # fmt: skip
+    args = parser.parse_args(argv)
+    part = "validation folds of the training patients" if args.validation else "test patients"
+    if args.combine:
+        tables = [pd.read_csv(f, header=[0, 1, 2], index_col=0)["mean"] for f in args.combine]
+        return report(tables, args.output, part)
+    seeds = args.seeds[:1] if args.quick else args.seeds
+    print(f"Machine: {machine_summary()}; load average {os.getloadavg()[0]:.2f}")
+    print(f"PTB-XL sample + ptbxl-more; seeds {seeds}; scored on {part}; "
+          f"pretraining {args.methods}, {args.pretrain_epochs} epochs")  # fmt: skip
+    records = load_records()
+    start = time.perf_counter()
+    tables = []
+    for seed in seeds:
+        tables.append(run_seed(records, seed, args))
+        print(f"seed {seed} done ({time.perf_counter() - start:.0f} s)", flush=True)
+        mean, std, _ = mean_std(tables)
+        pd.concat({"mean": mean, "std": std}, axis=1).to_csv(args.output)
+    return report(tables, args.output, part)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
