@@ -114,8 +114,10 @@ def check_reusable(row, curve, path):
     """Refuse ``--curve`` unless its 10 % alone is this script's: then so are its other fits."""
     mine = pd.Series(row)[SCORES].to_numpy(float)
     if not np.allclose(mine, curve.loc["10% labelled alone"][SCORES].to_numpy(float), atol=1e-6):
-        raise RuntimeError(f"--curve: the 10 % alone differs from {path}'s; its scratch rows "
-                           "cannot be reused (another seed, test part or thread count?).")  # fmt: skip
+        raise RuntimeError(
+            f"--curve: the 10 % alone differs from {path}'s; its scratch rows cannot be "
+            "reused (another seed, test part or thread count?)."
+        )
 
 
 def gap_closed(mean):
@@ -161,8 +163,9 @@ def main(argv=None):
     parser.add_argument("--pretrain-epochs", type=int, default=30)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     parser.add_argument("--output", type=Path, default=Path("pool.csv"))
-    parser.add_argument("--curve", type=Path,
-                        help="a one-seed bench_curve.py output: its full-size scratch rows")  # fmt: skip
+    parser.add_argument(
+        "--curve", type=Path, help="a one-seed bench_curve.py output: its full-size scratch rows"
+    )
     parser.add_argument("--validation", action="store_true",
                         help="score a fold of the training patients")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="one seed, 2 epochs")
