@@ -10,12 +10,10 @@ attribute combination, whose subclasses (``CROCSClusterer``, the baselines'
 """
 
 import math
-import os
 import re
 import sys
 import time
 import warnings
-from functools import partial
 from numbers import Integral
 from typing import NamedTuple
 
@@ -35,30 +33,12 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 from skorch.callbacks import LRScheduler, PassthroughScoring
 from skorch.helper import predefined_split
-from skorch.history import History
 from tqdm import tqdm
 
 from ._attributes import AttributeCodec
 from ._doc_link import DocLinkMixin
 from ._guards import activation_size, check_fit_memory, check_training
-from ._persistence import (
-    ESTIMATOR_FIELDS,
-    CallerError,
-    InvalidModelFileError,
-    check_activation,
-    check_encoder_shapes,
-    check_fields,
-    check_load_args,
-    check_probe,
-    class_name,
-    decode_params,
-    encode_value,
-    probe_signals,
-    read_model_file,
-    resolve_device,
-    resolve_encoder,
-    write_model_file,
-)
+from ._persistence._estimator import EstimatorFile
 from ._pretraining import ContrastivePretrainer, check_starts, init_encoder
 from ._prototypes import FittedPrototypes
 from ._split import patient_split
@@ -68,7 +48,7 @@ from .nn._callbacks import early_stopping_callbacks
 from .nn._data import is_lazy_array
 from .nn._encoders import encoder_class
 from .preprocessing import check_signal_layout, resample_signals
-from .preprocessing._signals import check_bandpass, check_rate
+from .preprocessing._signals import check_rate
 
 # Inference reads and validates its input in chunks of about this many bytes
 # of float32 signal, so that embedding a large (e.g. memory-mapped) database
@@ -340,6 +320,7 @@ class _Training(NamedTuple):
 
 
 class BasePrototypeClusterer(
+    EstimatorFile,
     NeuralEstimatorMixin,
     DocLinkMixin,
     ClassNamePrefixFeaturesOutMixin,
@@ -1078,111 +1059,6 @@ class BasePrototypeClusterer(
         predicted = self._fitted.combinations[nearest]
         return float(np.mean(codec.combinations[true] == codec.combinations[predicted]))
 
-    def save(self, path, *, overwrite=False):
-        """Write the fitted model to a file that runs no code when loaded.
-
-        The file is a safetensors file: the network's weights, the prototypes
-        and the other fitted arrays as tensors, and a JSON document with the
-        parameters, attribute names, categories and dtypes, the input shape,
-        the training history and the library versions. It holds no training
-        signal. Unlike a pickle (``joblib.dump``), loading it cannot run
-        code; see :ref:`persistence`.
-
-        Parameters
-        ----------
-        path : str or path-like
-            File to write; the extension ``.safetensors`` is customary. A
-            model file already there is replaced atomically (an interrupted
-            save leaves it as it was); any other file is refused.
-        overwrite : bool, default=False
-            Replace ``path`` even if it is not a model file of this package.
-
-        Returns
-        -------
-        self : CROCSClusterer
-            The estimator, unchanged.
-
-        See Also
-        --------
-        load : Read a saved model.
-
-        Examples
-        --------
-        >>> import os, tempfile
-        >>> import numpy as np
-        >>> from sklearn_crocs import CROCSClusterer
-        >>> rng = np.random.RandomState(0)
-        >>> X, y = rng.randn(40, 400), np.repeat(["A", "B"], 20)
-        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
-        ...                        validation_fraction=None, random_state=0).fit(X, y)
-        >>> with tempfile.TemporaryDirectory() as folder:
-        ...     path = os.path.join(folder, "model.safetensors")
-        ...     _ = model.save(path)
-        ...     loaded = CROCSClusterer.load(path)
-        >>> loaded.predict(X[:4]).tolist() == model.predict(X[:4]).tolist()
-        True
-        """
-        check_is_fitted(self, "net_")
-        document, tensors = estimator_state(self)
-        write_model_file(path, type(self).__name__, document, tensors, overwrite=overwrite)
-        return self
-
-    @classmethod
-    def load(cls, path, *, device=None, encoder=None, sha256=None):
-        """Read a model written by :meth:`save`.
-
-        Only JSON and tensors are read: nothing in the file is executed or
-        imported. The file is refused with an
-        :class:`~sklearn_crocs.InvalidModelFileError` when it was written in
-        another format version, is truncated, or holds tensors that differ
-        from its document (names, dtypes, shapes or SHA-256).
-
-        Parameters
-        ----------
-        path : str or path-like
-            A file written by :meth:`save`.
-        device : str or torch.device, default=None
-            Device of the loaded model. ``None``: the saved ``device`` if
-            torch can use it here, else the CPU, with a warning (a model
-            saved on a GPU machine loads on a CPU-only one).
-        encoder : nn.Module subclass, default=None
-            The encoder class, for a model fitted with a custom encoder
-            class: the file records only its name, and classes are never
-            imported from a file.
-        sha256 : str, default=None
-            The SHA-256 of the whole file (64 hexadecimal digits), as
-            published by whoever sent the model: a file with another hash is
-            refused before it is parsed. The hash inside the file only
-            detects damage; anyone who edits a file can recompute it.
-
-        Returns
-        -------
-        model : CROCSClusterer
-            The fitted model; it predicts, transforms and scores as the one
-            that was saved.
-
-        Examples
-        --------
-        >>> import os, tempfile
-        >>> import numpy as np
-        >>> from sklearn_crocs import CROCSClusterer
-        >>> rng = np.random.RandomState(0)
-        >>> X, y = rng.randn(40, 400), np.repeat([0, 1], 20)
-        >>> model = CROCSClusterer(embedding_dim=8, max_epochs=2,
-        ...                        validation_fraction=None, random_state=0).fit(X, y)
-        >>> with tempfile.TemporaryDirectory() as folder:
-        ...     path = os.path.join(folder, "model.safetensors")
-        ...     _ = model.save(path)
-        ...     loaded = CROCSClusterer.load(path, device="cpu")
-        >>> np.array_equal(loaded.transform(X), model.transform(X))
-        True
-        """
-        check_load_args(device, encoder, sha256)
-        document, tensors = read_model_file(path, cls.__name__, sha256)
-        return estimator_from_state(
-            cls, document, tensors, os.fspath(path), device=device, encoder=encoder
-        )
-
     @property
     def _n_features_out(self):
         return self._output_dim
@@ -1194,7 +1070,6 @@ class BasePrototypeClusterer(
         tags.target_tags.multi_output = True
         tags.transformer_tags.preserves_dtype = ["float32"]
         return tags
-
 
 
 def _join(outputs):
@@ -1225,142 +1100,3 @@ def _first_rows(mask, limit=10):
 def _print(text):
     """Sink for the training log: print, without colour codes unless stdout is a terminal."""
     print(text if sys.stdout.isatty() else _ANSI_CODE.sub("", text), flush=True)
-
-
-# ------------------------------------------------------------- model files
-def estimator_state(model, prefix=""):
-    """``(document, tensors)`` of a fitted prototype clusterer, for a model file."""
-    params = model.get_params(deep=False)
-    encoder = params["encoder"]
-    # Objects of any class, which a file that runs no code cannot restore; the
-    # loaded model has None (documented in save).
-    for name in model._not_saved:
-        params.pop(name)
-    prototypes_document, prototype_tensors = model._fitted.to_state()
-    document = {
-        "class": type(model).__name__,
-        "params": {k: encode_value(v, f"parameter {k}") for k, v in params.items()},
-        "encoder": encoder if isinstance(encoder, str) else {"class": class_name(encoder)},
-        **prototypes_document,
-        "input_shape": list(model.input_shape_),
-        "sampling_rate": model.sampling_rate_,
-        "signal_scale": model.signal_scale_,
-        "fit_ndim": model._fit_ndim,
-        "n_features_in": model.n_features_in_,
-        "feature_names_in": (
-            model.feature_names_in_.tolist() if hasattr(model, "feature_names_in_") else None
-        ),
-        "history": model.net_.history.to_list(),
-        "ensemble_histories": [net.history.to_list() for net in model.nets_[1:]],
-    }
-    tensors = {}
-    for k, net in enumerate(model.nets_):
-        # The first net keeps the names of a single model's file.
-        name = "" if k == 0 else f"ensemble.{k}."
-        tensors.update({f"{name}encoder.{n}": v for n, v in net.module_.state_dict().items()})
-        tensors[f"{name}criterion.prototypes"] = net.criterion_.prototypes
-    tensors.update(prototype_tensors)
-    tensors["labels"] = model.labels_.astype(np.int64)
-    return document, {prefix + k: v for k, v in tensors.items()}
-
-
-def estimator_from_state(cls, document, tensors, path, *, device, encoder, prefix=""):
-    """Rebuild a fitted ``cls``; every inconsistency is an InvalidModelFileError."""
-    try:
-        return _rebuild(cls, document, tensors, path, device, encoder, prefix)
-    except (InvalidModelFileError, CallerError):
-        raise
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError,
-            ArithmeticError) as exc:  # fmt: skip
-        # InvalidParameterError is a ValueError; load_state_dict raises RuntimeError.
-        raise InvalidModelFileError(
-            f"{path}: the model document and tensors do not describe a valid "
-            f"{cls.__name__} ({type(exc).__name__}: {exc}). The file was altered or "
-            "written by an incompatible version."
-        ) from exc
-
-
-def _rebuild(cls, document, tensors, path, device, encoder, prefix):
-    check_fields(document, ESTIMATOR_FIELDS, "the model document")
-    if document["class"] != cls.__name__:
-        raise InvalidModelFileError(f"{path} holds a {document['class']}, not a {cls.__name__}.")
-    params = decode_params(document, cls._not_saved, path)
-    params["encoder"] = resolve_encoder(document["encoder"], encoder, path, cls.__name__)
-    params["device"] = resolve_device(params.get("device", "cpu"), device, path)
-    model = cls(**params)
-    model._validate_params()
-
-    t = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-    fitted = FittedPrototypes.from_state(
-        document, t, embedding_dim=model._output_dim, kind=model.prototypes, path=path
-    )
-    model.input_shape_ = tuple(document["input_shape"])
-    model._fit_ndim = document["fit_ndim"]
-    model.n_features_in_ = document["n_features_in"]
-    model.sampling_rate_ = document.get("sampling_rate")
-    model.signal_scale_ = document.get("signal_scale")
-    if document["feature_names_in"] is not None:
-        model.feature_names_in_ = np.asarray(document["feature_names_in"], dtype=object)
-    names_in = getattr(model, "feature_names_in_", None)
-    if model.n_features_in_ != math.prod(model.input_shape_) or (
-        names_in is not None and len(names_in) != model.n_features_in_
-    ):
-        raise ValueError("inconsistent input description")
-    # The encoder's rate follows from the parameters; a document that says
-    # otherwise would have new signals resampled to a rate the model never saw.
-    if model.sampling_rate_ != model._fit_rate():
-        raise ValueError(
-            f"sampling_rate {model.sampling_rate_} is not the rate the parameters give the "
-            f"encoder ({model._fit_rate()})"
-        )
-    if model.sampling_rate_ is not None:
-        check_signal_layout((1, *model.input_shape_), model.sampling_rate_, name="input_shape")
-    conditioning = model._rate_params()[2]
-    if conditioning is not None:  # the rates that fit gave it
-        check_bandpass(conditioning.bandpass, model._rate_params()[0], model.sampling_rate_)
-    check_activation(
-        encoder_class(model.encoder), model.input_shape_, model.embedding_dim,
-        model.encoder_params,
-    )  # fmt: skip
-
-    shape = (len(fitted.learned), model.embedding_dim)
-    labels = t["labels"].numpy()
-    histories = [document["history"], *document.get("ensemble_histories", [])]
-    if len(histories) != model._ensemble_size():
-        raise ValueError(f"{len(histories)} training histories for {model._ensemble_size()} nets")
-    nets = []
-    for k, history in enumerate(histories):
-        name = "" if k == 0 else f"ensemble.{k}."
-        prototypes = t[f"{name}criterion.prototypes"]
-        if tuple(prototypes.shape) != shape:
-            raise ValueError(
-                f"{name}criterion.prototypes has shape {tuple(prototypes.shape)}, not {shape}"
-            )
-        net = model._build_net(
-            *model.input_shape_, 0, None, codec=fitted.codec, class_index=fitted.class_index
-        )
-        weights = {
-            n.removeprefix(f"{name}encoder."): v
-            for n, v in t.items()
-            if n.startswith(f"{name}encoder.")
-        }
-        check_encoder_shapes(partial(net.module, **net.get_params_for("module")), weights)
-        with torch.random.fork_rng(devices=[]):  # the weights are overwritten below
-            net.initialize()
-        net.module_.load_state_dict(weights, strict=True)
-        with torch.no_grad():
-            net.criterion_.prototypes.copy_(prototypes)
-        net.history = History(history)
-        nets.append(net)
-    model.net_, model.nets_ = nets[0], nets
-    model.n_iter_ = len(nets[0].history)
-    model._fitted = fitted
-    if labels.ndim != 1 or not np.all((labels >= 0) & (labels < len(model.prototypes_))):
-        raise ValueError("labels do not index the prototypes")
-    model.labels_ = labels
-    # Not in the file: the encoder's weights hold what the pretraining gave.
-    model.pretrainer_ = model.pretraining_time_ = None
-    probe = probe_signals(*model.input_shape_, model.sampling_rate_, model.signal_scale_)
-    for net in nets:
-        check_probe(path, net.forward(ArrayDataset(probe), training=False, device="cpu"))
-    return model

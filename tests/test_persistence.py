@@ -26,7 +26,7 @@ from test_common import FAST_CNN, _fast_estimators
 from torch import nn
 
 from sklearn_crocs import CROCSClusterer, InvalidModelFileError, PrototypeRetriever
-from sklearn_crocs._persistence import FORMAT_VERSION
+from sklearn_crocs._persistence._format import FORMAT_VERSION
 from sklearn_crocs.nn import CNNEncoder
 from sklearn_crocs.preprocessing import FrameNormalizer
 
@@ -136,7 +136,7 @@ def test_the_checked_tensors_do_not_change_with_the_file(fitted_models, tmp_path
     # Older safetensors map the file's tensors into memory: the tensors load
     # checks against the document must not change if the file is rewritten in
     # place afterwards (save itself replaces the file instead).
-    from sklearn_crocs._persistence import read_model_file
+    from sklearn_crocs._persistence._format import read_model_file
 
     path = tmp_path / "model.safetensors"
     fitted_models[0].save(path)
