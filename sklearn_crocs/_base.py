@@ -13,7 +13,6 @@ import math
 import re
 import sys
 import time
-import warnings
 from numbers import Integral
 from typing import NamedTuple
 
@@ -42,7 +41,7 @@ from ._persistence._estimator import EstimatorFile
 from ._pretraining import ContrastivePretrainer, check_starts, init_encoder
 from ._prototypes import FittedPrototypes
 from ._split import patient_split
-from ._utils import _device_problem, _draw_seed, _length_groups, _nearest, _silent
+from ._utils import _device_problem, _draw_seed, _length_groups, _nearest, _silent, _warn
 from .nn import ArrayDataset, CROCSNet
 from .nn._callbacks import early_stopping_callbacks
 from .nn._data import is_lazy_array
@@ -177,7 +176,7 @@ class NeuralEstimatorMixin(SignalMixin):
         """The device training runs on."""
         return self.device
 
-    def _split(self, n_samples, groups, seed, classes, *, stacklevel=5):
+    def _split(self, n_samples, groups, seed, classes):
         """Train and validation indices, keeping each group on one side.
 
         The split is stratified by the class attribute, so that the
@@ -186,14 +185,12 @@ class NeuralEstimatorMixin(SignalMixin):
         if self.validation_fraction is None:
             return np.arange(n_samples), None
         if groups is None:
-            warnings.warn(
+            _warn(
                 "fit got no groups, so the early-stopping set (validation_fraction="
                 f"{self.validation_fraction}) is drawn ECG by ECG: leads or frames of one "
                 "patient can land on both sides, which makes the validation loss "
                 "optimistic. Pass groups=<patient id of each ECG> to fit.",
                 UserWarning,
-                # 5: _split < _train < fit < scikit-learn's _fit_context < caller
-                stacklevel=stacklevel,
             )
             groups = np.arange(n_samples)
         n_groups = len(np.unique(groups))
@@ -495,7 +492,7 @@ class BasePrototypeClusterer(
             return
         factor = scale / trained
         if max(factor, 1 / factor) >= _SCALE_FACTOR:
-            warnings.warn(
+            _warn(
                 f"The signals' spread (median standard deviation of a lead {scale:.3g}) is "
                 f"{factor:.3g} times that of the training signals ({trained:.3g}): they "
                 "look like other units (microvolts or ADC units against mV), or raw "
@@ -503,7 +500,6 @@ class BasePrototypeClusterer(
                 "(divide by the gain), or give the model conditioning=SignalConditioner() "
                 "so that every signal is normalised.",
                 UserWarning,
-                stacklevel=4,
             )
 
     def _fit_attributes(self, y, n_samples):
@@ -660,8 +656,7 @@ class BasePrototypeClusterer(
                 )
         self._check_class_count(codec, class_index, n_samples, groups)
         seed = _draw_seed(self.random_state)
-        # stacklevel: _split < _prepare < _fit < fit < _fit_context < caller
-        train, valid = self._split(n_samples, groups, seed, classes, stacklevel=6)
+        train, valid = self._split(n_samples, groups, seed, classes)
         return _Training(X, lazy, codec, class_index, target, partial, seed, train, valid, groups)
 
     @staticmethod
@@ -671,13 +666,12 @@ class BasePrototypeClusterer(
         n_units = n_samples if groups is None else len(np.unique(groups))
         if n_classes >= 10 and n_classes > n_units / 2:
             unit = "ECGs" if groups is None else "patients"
-            warnings.warn(
+            _warn(
                 f"The class attribute {codec.names[class_index]!r} has {n_classes} values for "
                 f"{n_units} {unit}, nearly one class each: too few {unit} per class to learn "
                 "it. Group diagnosis codes into classes first, e.g. with "
                 "sklearn_crocs.datasets.map_classes.",
                 UserWarning,
-                stacklevel=6,  # _check_class_count < _prepare < _fit < fit < _fit_context < caller
             )
 
     def _train(self, data):
@@ -754,13 +748,12 @@ class BasePrototypeClusterer(
         if self.prototypes == "mean":
             if (counts == 0).any():
                 missing = np.flatnonzero(counts == 0)
-                warnings.warn(
+                _warn(
                     f"{len(missing)} of {len(counts)} attribute combinations of "
                     f"{codec.names} have no training ECG, so prototypes='mean' "
                     f"(TP CROCS) has no prototype for them: {codec.format(missing)}."
                     " They are left out of prototypes_; prototypes='learned' covers them.",
                     UserWarning,
-                    stacklevel=4,
                 )
             if keep:
                 labels = _nearest(embeddings, self.prototypes_, self.prototype_counts_)

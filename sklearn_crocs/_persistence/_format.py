@@ -28,7 +28,6 @@ import os
 import platform
 import re
 import types
-import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -42,7 +41,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from .._guards import activation_size
-from .._utils import _atomic_path, _device_problem, _python_value
+from .._utils import _atomic_path, _device_problem, _python_value, _warn
 from ..nn._augment import RandomWindow
 from ..preprocessing import SignalConditioner
 
@@ -706,12 +705,11 @@ def resolve_device(saved, device, path):
     problem = _device_problem(saved)
     if problem is None:
         return saved
-    warnings.warn(
+    _warn(
         f"{path} was saved with device={str(saved)!r}, which is not usable here "
         f"({problem}); loading it on the CPU with device='cpu'. Pass device= to "
         "choose another.",
         UserWarning,
-        stacklevel=4,
     )
     return "cpu"
 

@@ -10,7 +10,6 @@ frame/instance so that splits stay at the patient level.
 
 import math
 import numbers
-import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -21,7 +20,7 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import validate_data
 
 from .._doc_link import DocLinkMixin
-from .._utils import _length_groups
+from .._utils import _length_groups, _warn
 
 _NORMALIZE_METHODS = ("zscore", "minmax")
 # Sampling rates the package takes, in Hz: ECG recorders sample at 50 Hz to a
@@ -247,11 +246,10 @@ n_samples), or list of arrays
                 f"frame_length={frame_length}: {detail}. Use a shorter "
                 f"frame_length, drop those records, or pass on_short='skip'."
             )
-        warnings.warn(
+        _warn(
             f"Skipped {short.size} of {n_records} records shorter than "
             f"frame_length={frame_length}: {detail}.",
             UserWarning,
-            stacklevel=2,
         )
 
     if records is None:
@@ -740,13 +738,12 @@ or list of ndarray
         if self.normalize is None and X.size:
             level = float(np.median(np.abs(X)))
             if level > _MAX_PLAUSIBLE_MV:
-                warnings.warn(
+                _warn(
                     f"The median absolute amplitude of X is {level:.3g}, which in mV is far "
                     "beyond an ECG's: X looks like microvolts or ADC units. Divide it by "
                     "the gain (ADC units per mV; 1000 for microvolts), or set "
                     "normalize='zscore'.",
                     UserWarning,
-                    stacklevel=2,
                 )
         out = _condition(
             X.astype(np.float64, copy=False),
