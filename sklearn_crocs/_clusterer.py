@@ -10,7 +10,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BasePrototypeClusterer
+from ._engine._base import BasePrototypeClusterer
 from ._pretraining import ContrastivePretrainer
 from .nn import (
     AcceleratedCROCSNet,

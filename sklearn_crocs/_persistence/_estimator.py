@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 from skorch.history import History
 
 from .._attributes import LAYOUTS, MAX_COMBINATIONS, AttributeCodec
-from .._prototypes import FittedPrototypes
+from .._engine._prototypes import FittedPrototypes
 from ..nn import ArrayDataset
 from ..nn._encoders import encoder_class
 from ..preprocessing import check_signal_layout

@@ -12,9 +12,9 @@ from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
 from .._attributes import as_attribute_frame, combination_labels
-from .._base import NeuralEstimatorMixin
 from .._clusterer import CROCSClusterer
 from .._doc_link import DocLinkMixin
+from .._engine._neural import NeuralEstimatorMixin
 from .._utils import _draw_seed, _silent
 from ..nn import ArrayDataset, CROCSNet
 from ..nn._callbacks import early_stopping_callbacks
@@ -217,7 +217,7 @@ class NeuralBaseline(
     :class:`EncoderModule` whose ``encoder`` gives the embeddings. Input
     checks, the validation split, the pretrained encoder and the net's
     training settings are CROCSClusterer's
-    (:class:`~sklearn_crocs._base.NeuralEstimatorMixin`).
+    (:class:`~sklearn_crocs._engine._neural.NeuralEstimatorMixin`).
     """
 
     def _encoder_of(self, module):

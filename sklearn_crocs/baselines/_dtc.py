@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import BasePrototypeClusterer
 from .._clusterer import CROCSClusterer
+from .._engine._base import BasePrototypeClusterer
 from ..nn import CROCSLoss
 from ._base import CROCS_DEFAULTS, TRAINING_CONSTRAINTS
 
