@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOp
 from sklearn.utils.validation import check_is_fitted
 
 from ._engine._base import BasePrototypeClusterer
+from ._engine._rates import SignalRates
 from ._pretraining import ContrastivePretrainer
 from .nn import (
     AcceleratedCROCSNet,
@@ -509,14 +510,13 @@ class CROCSClusterer(BasePrototypeClusterer):
     _not_saved = ("encoder", "callbacks", "accelerator", "pretrained")
 
     # ------------------------------------------------- options of the base class
-    def _rate_params(self):
-        return self.sampling_rate, self.working_rate, self.conditioning
+    def _signal_rates(self):
+        return SignalRates(
+            self.sampling_rate, self.working_rate, self.conditioning, self.longer_signals
+        )
 
     def _attribute_params(self):
         return self.missing, self.continuous
-
-    def _longer_signals(self):
-        return self.longer_signals
 
     def _ensemble_size(self):
         return self.ensemble_size

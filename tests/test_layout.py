@@ -271,6 +271,15 @@ MAX_MODULE_LINES = 800
 MAX_ROOT_MODULES = 15
 
 
+def test_no_module_is_over_800_lines():
+    long = {
+        str(path.relative_to(PACKAGE)): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
 def test_at_most_15_modules_sit_at_the_package_root():
     # __init__.py and __main__.py included; subpackages group the rest.
     root = sorted(path.name for path in PACKAGE.glob("*.py"))

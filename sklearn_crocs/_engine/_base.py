@@ -22,7 +22,6 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
     _fit_context,
-    clone,
 )
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 from skorch.callbacks import PassthroughScoring
@@ -37,10 +36,9 @@ from ..nn import ArrayDataset, CROCSNet
 from ..nn._callbacks import early_stopping_callbacks
 from ..nn._data import is_lazy_array
 from ..nn._encoders import encoder_class
-from ..preprocessing import check_signal_layout, resample_signals
-from ..preprocessing._signals import check_rate
 from ._neural import NeuralEstimatorMixin
 from ._prototypes import FittedPrototypes
+from ._rates import SignalRates
 
 # Inference reads and validates its input in chunks of about this many bytes
 # of float32 signal, so that embedding a large (e.g. memory-mapped) database
@@ -87,9 +85,9 @@ class BasePrototypeClusterer(
     ``prototypes``, ``class_attribute``, ``max_epochs``, ``batch_size``,
     ``lr``, ``validation_fraction``, ``n_iter_no_change``, ``device``,
     ``random_state``, ``verbose`` and ``pretrained``. Options that only
-    some have (rates, augmentation, extra callbacks, an accelerator, missing
-    attributes) reach the shared code through the ``_*_params`` hooks, off
-    here.
+    some have reach the shared code through the hooks below, off here: the
+    rates as a :class:`SignalRates` component, augmentation, extra
+    callbacks, an ensemble, an accelerator's placement, missing attributes.
     """
 
     #: Parameters that :meth:`save` leaves out (objects of any class, which a
@@ -101,9 +99,9 @@ class BasePrototypeClusterer(
         """``(loss class, its parameters)``: the loss that owns the prototypes."""
         raise NotImplementedError
 
-    def _rate_params(self):
-        """``(sampling_rate, working_rate, conditioning)`` of the signals; none here."""
-        return None, None, None
+    def _signal_rates(self):
+        """The :class:`SignalRates` of the signals: here they are taken as they are."""
+        return SignalRates()
 
     def _attribute_params(self):
         """``(missing, continuous)``: how ``y`` is read; here every attribute is known."""
@@ -156,89 +154,12 @@ class BasePrototypeClusterer(
             del self.feature_names_in_
 
     # ------------------------------------------------------------------ rates
-    def _fit_rate(self):
-        """``sampling_rate_`` for the declared rates: the encoder's input rate, or None."""
-        sampling_rate, working_rate, conditioning = self._rate_params()
-        if sampling_rate is None:
-            if conditioning is not None:
-                raise ValueError(
-                    "conditioning filters signals in Hz, so it needs their rate: pass "
-                    "sampling_rate=<Hz of X> too."
-                )
-            return None
-        return float(sampling_rate if working_rate is None else working_rate)
-
-    def _conditioner(self, rate):
-        """The ``conditioning`` step for signals at ``rate`` Hz, with the model's rates."""
-        step = self._rate_params()[2]
-        for name, wanted in (("sampling_rate", rate), ("target_rate", self.sampling_rate_)):
-            given = getattr(step, name)
-            if given is not None and given != wanted:
-                raise ValueError(
-                    f"conditioning has {name}={given:g}, but the model gives it signals at "
-                    f"{rate:g} Hz and runs at {self.sampling_rate_:g} Hz: leave the rates of "
-                    "the conditioning step None, the model sets them."
-                )
-        return clone(step).set_params(sampling_rate=rate, target_rate=self.sampling_rate_)
-
     def _to_model_rate(self, X, rate, *, fitting=False):
-        """Signals declared at ``rate`` Hz, conditioned and resampled as the encoder takes them.
-
-        ``X`` is returned as it is when there is nothing to do. Otherwise the
-        duration of its frames is checked against training (at prediction)
-        and it comes back as a float32 ndarray at ``sampling_rate_``.
-        """
-        if rate is None:
-            return X
-        rate = check_rate(rate)
-        model_rate = self.sampling_rate_
-        if model_rate is None:
-            raise ValueError(
-                f"X was declared at sampling_rate={rate:g} Hz, but this "
-                f"{type(self).__name__} was fitted without a sampling rate, so it does "
-                "not know the rate it was trained at. Give X at the training rate without "
-                "sampling_rate, or refit with sampling_rate=<Hz of the training signals>."
-            )
-        shape = tuple(getattr(X, "shape", np.shape(X)))
-        if len(shape) >= 2:
-            check_signal_layout(shape, rate)
-        if len(shape) >= 2 and not fitting:
-            n, trained = shape[-1], self.input_shape_[1]
-            # resample_signals gives ceil(n * model_rate / rate) samples.
-            at_model_rate = math.ceil(n * model_rate / rate - 1e-9)
-            longer = at_model_rate > trained and self._longer_signals() == "average"
-            if at_model_rate != trained and not longer:
-                seconds = trained / model_rate
-                other = n * model_rate / trained
-                raise ValueError(
-                    f"X has {n} samples per lead, {n / rate:g} s at {rate:g} Hz, but "
-                    f"{type(self).__name__} was fitted on frames of {seconds:g} s "
-                    f"({trained} samples at {model_rate:g} Hz). Cut X into {seconds:g}-s "
-                    f"frames ({round(seconds * rate)} samples at {rate:g} Hz, "
-                    "sklearn_crocs.preprocessing.make_frames), or, if X is sampled at "
-                    f"{other:g} Hz, pass sampling_rate={other:g}."
-                    + (
-                        " To embed a longer recording as the mean of its frames, set "
-                        'longer_signals="average".'
-                        if at_model_rate > trained and self._longer_signals() == "error"
-                        else ""
-                    )
-                )
-        conditioning = self._rate_params()[2]
-        if rate == model_rate and conditioning is None:
-            return X
-        if is_lazy_array(X) and fitting:
-            raise ValueError(
-                f"X is read lazily, and bringing it from {rate:g} Hz to {model_rate:g} Hz"
-                + (" with conditioning" if conditioning is not None else "")
-                + " inside fit would read it whole. Prepare it first (SignalConditioner "
-                "or resample_signals of sklearn_crocs.preprocessing, chunk by chunk) and fit "
-                f"with sampling_rate={model_rate:g}, conditioning=None."
-            )
-        X = np.asarray(X, dtype=np.float32)
-        if conditioning is not None:
-            return self._conditioner(rate).fit_transform(X)
-        return resample_signals(X, rate, model_rate)
+        """X declared at ``rate`` Hz as the encoder takes it (SignalRates.to_model_rate)."""
+        return self._signal_rates().to_model_rate(
+            X, rate, self.sampling_rate_, getattr(self, "input_shape_", None),
+            name=type(self).__name__, fitting=fitting,
+        )  # fmt: skip
 
     def _check_scale(self, X):
         """Warn when validated signals X are in other units than the training signals."""
@@ -384,8 +305,9 @@ class BasePrototypeClusterer(
     def _prepare(self, X, y, groups):
         """Check X (at the model's rate), learn the attributes of y, check memory, split."""
         self._check_device()
-        self.sampling_rate_ = self._fit_rate()
-        X = self._to_model_rate(X, self._rate_params()[0], fitting=True)
+        rates = self._signal_rates()
+        self.sampling_rate_ = rates.model_rate()
+        X = self._to_model_rate(X, rates.sampling_rate, fitting=True)
         lazy = is_lazy_array(X)
         if lazy:
             self._check_lazy_signals(X)
@@ -607,18 +529,20 @@ class BasePrototypeClusterer(
         looked for batch by batch as the net reads them (unless scikit-learn's
         ``assume_finite`` is set, or ``check_finite`` is False), not in a
         separate pass over the input. Signals are first brought to the
-        model's rate (see :meth:`_to_model_rate`) and checked unless
+        model's rate (see :class:`SignalRates`) and checked unless
         ``prepared`` (fit's own X, checked there).
         """
         check = not get_config()["assume_finite"] if check_finite is None else check_finite
-        rate = self._rate_params()[0] if sampling_rate is None else sampling_rate
+        rates = self._signal_rates()
+        rate = rates.sampling_rate if sampling_rate is None else sampling_rate
         first = [True]
 
         def embed(part):
             if prepared:
                 part = np.ascontiguousarray(part, dtype=np.float32)
                 return self._embed(part.reshape(len(part), *self.input_shape_), check_finite=check)
-            part, n_frames = self._frames_covering(self._to_model_rate(part, rate))
+            part = self._to_model_rate(part, rate)
+            part, n_frames = rates.frames_covering(part, self.input_shape_[1])
             part = self._validate_signals(part, reset=False, ensure_all_finite=False)
             if first[0]:  # one look at the units per call
                 first[0] = False
@@ -655,23 +579,6 @@ class BasePrototypeClusterer(
                 stop = min(start + rows, n)
                 yield start, embed(X[start:stop])
                 bar.update(stop - start)
-
-    def _frames_covering(self, X):
-        """``(frames, n_frames)``: with ``longer_signals="average"``, ECGs longer than
-        the training frames cut into ``n_frames`` frames of the training length each,
-        evenly spaced from start to end (overlapping unless the length is a multiple);
-        otherwise ``(X, 1)``, left to the shape checks."""
-        if self._longer_signals() != "average":
-            return X, 1
-        X = X if hasattr(X, "shape") else np.asarray(X)
-        length = self.input_shape_[1]
-        if len(X.shape) not in (2, 3) or X.shape[-1] <= length:
-            return X, 1
-        n_frames = math.ceil(X.shape[-1] / length)
-        starts = np.linspace(0, X.shape[-1] - length, n_frames).round().astype(int)
-        X = np.asarray(X)
-        frames = np.stack([X[..., s : s + length] for s in starts], axis=1)
-        return frames.reshape(-1, *X.shape[1:-1], length), n_frames
 
     def _embed_input(self, X, sampling_rate=None, *, prepared=False):
         """Embeddings of unseen ECGs, computed chunk by chunk (see :meth:`_embedding_chunks`)."""

@@ -27,11 +27,6 @@ from ..preprocessing import check_signal_layout
 class SignalMixin:
     """Validation of ECG signals: ``(n, T)`` or ``(n, leads, T)`` to float32 ``(n, leads, T)``."""
 
-    def _longer_signals(self):
-        """What inference does with ECGs longer than the training frames ("error" or
-        "average"); None: the estimator has no such option."""
-        return None
-
     def _validate_signals(self, X, *, reset, ensure_all_finite=True):
         """Return X as a C-contiguous float32 array of shape (n, n_leads, n_timepoints)."""
         if not hasattr(X, "ndim"):
@@ -65,7 +60,8 @@ class SignalMixin:
                     + (
                         " To embed a longer recording as the mean of its frames, set "
                         'longer_signals="average".'
-                        if shape[1] > self.input_shape_[1] and self._longer_signals() == "error"
+                        if shape[1] > self.input_shape_[1]
+                        and getattr(self, "longer_signals", None) == "error"
                         else ""
                     )
                 )

@@ -249,16 +249,16 @@ class EstimatorFile:
             raise ValueError("inconsistent input description")
         # The encoder's rate follows from the parameters; a document that says
         # otherwise would have new signals resampled to a rate the model never saw.
-        if self.sampling_rate_ != self._fit_rate():
+        rates = self._signal_rates()
+        if self.sampling_rate_ != rates.model_rate():
             raise ValueError(
                 f"sampling_rate {self.sampling_rate_} is not the rate the parameters give the "
-                f"encoder ({self._fit_rate()})"
+                f"encoder ({rates.model_rate()})"
             )
         if self.sampling_rate_ is not None:
             check_signal_layout((1, *self.input_shape_), self.sampling_rate_, name="input_shape")
-        conditioning = self._rate_params()[2]
-        if conditioning is not None:  # the rates that fit gave it
-            check_bandpass(conditioning.bandpass, self._rate_params()[0], self.sampling_rate_)
+        if rates.conditioning is not None:  # the rates that fit gave it
+            check_bandpass(rates.conditioning.bandpass, rates.sampling_rate, self.sampling_rate_)
         check_activation(
             encoder_class(self.encoder), self.input_shape_, self.embedding_dim,
             self.encoder_params,
