@@ -9,6 +9,7 @@ estimator shares are in :mod:`sklearn_crocs._engine._neural`.
 import math
 import re
 import sys
+from functools import partial
 from numbers import Integral
 from typing import NamedTuple
 
@@ -365,25 +366,24 @@ class BasePrototypeClusterer(
 
         valid_dataset = None if data.valid is None else dataset(data.valid)
         pretrainer = self._pretrain(data.X, data.groups, data.seed, lazy=data.lazy)
-        device = torch.device(self._training_device())
         # Rows of y with missing values only: with none, the loss is unchanged.
-        partial = data.partial if len(data.partial) else None
+        partial_combinations = data.partial if len(data.partial) else None
         n_train = data.X.shape[0] if data.valid is None else len(data.train)
-        nets = []
-        # Net k of an ensemble starts from seed + k: the first is the single model.
-        for seed in (data.seed + k for k in range(self._ensemble_size())):
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                torch.manual_seed(seed)
-                net = self._build_net(
-                    *self.input_shape_, seed, valid_dataset, partial,
-                    codec=data.codec, class_index=data.class_index, n_train=n_train,
-                )  # fmt: skip
-                train = dataset(None if data.valid is None else data.train)
-                self._fit_net(net, train, None, pretrainer)
-            # predefined_split holds the validation ECGs: a fitted model (and so any
-            # file it is saved to) must not carry training data.
-            net.train_split = None
-            nets.append(net)
+
+        def build(seed):
+            return self._build_net(
+                *self.input_shape_, seed, valid_dataset, partial_combinations,
+                codec=data.codec, class_index=data.class_index, n_train=n_train,
+            )  # fmt: skip
+
+        nets = [
+            self._fit_net(
+                partial(build, seed), dataset(None if data.valid is None else data.train),
+                None, seed=seed, pretrainer=pretrainer,
+            )  # fmt: skip
+            # Net k of an ensemble starts from seed + k: the first is the single model.
+            for seed in (data.seed + k for k in range(self._ensemble_size()))
+        ]
         self.net_, self.nets_ = nets[0], nets
         self.n_iter_ = len(nets[0].history)
 

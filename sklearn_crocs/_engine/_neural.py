@@ -214,14 +214,29 @@ class NeuralEstimatorMixin(SignalMixin):
         """The encoder within the net's module (the module itself here)."""
         return module
 
-    def _fit_net(self, net, X, y, pretrainer):
-        """``net.fit(X, y)``, its encoder starting from ``pretrainer``'s unless that is None."""
-        if pretrainer is None:
-            return net.fit(X, y)
-        # skorch's fit is initialize + partial_fit: the encoder starts pretrained.
-        net.initialize()
-        init_encoder(self._encoder_of(net.module_), pretrainer)
-        return net.partial_fit(X, y)
+    def _fit_net(self, build, X, y, *, seed, pretrainer):
+        """The net that ``build()`` makes, fitted on ``X, y``: the one training routine.
+
+        The net is built and trained under torch's global generator seeded
+        with ``seed``, forked so that the caller's random state is left as it
+        was; its encoder starts from ``pretrainer``'s unless that is None.
+        The fitted net holds no training data.
+        """
+        device = torch.device(self._training_device())
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            net = build()
+            if pretrainer is None:
+                net.fit(X, y)
+            else:
+                # skorch's fit is initialize + partial_fit: the encoder starts pretrained.
+                net.initialize()
+                init_encoder(self._encoder_of(net.module_), pretrainer)
+                net.partial_fit(X, y)
+        # predefined_split holds the validation ECGs: a fitted model (and so any
+        # file it is saved to) must not carry training data.
+        net.train_split = None
+        return net
 
     def _assemble_net(
         self, net_class, *, seed, valid_dataset, callbacks, n_train=None, lr_schedule="constant",
