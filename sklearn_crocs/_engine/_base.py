@@ -22,7 +22,6 @@ from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    _fit_context,
 )
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 from skorch.callbacks import PassthroughScoring
@@ -440,73 +439,6 @@ class BasePrototypeClusterer(
         self.labels_ = labels
         return embeddings if return_embeddings else None
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, groups=None):
-        """Learn the encoder and one prototype per attribute combination.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
-            ECG signals (one lead, or several leads channel-first).
-        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
-            Discrete attributes of each ECG, for example class, sex and age
-            group. Values may be of any hashable type; the columns of a
-            DataFrame name the attributes. With ``missing="marginalise"``,
-            attributes other than the class may be missing (NaN, None,
-            ``pd.NA``), and a row with every attribute missing marks an
-            unlabelled ECG.
-        groups : array-like of shape (n_samples,), default=None
-            Patient of each ECG. The internal validation split keeps all ECGs
-            of a patient on the same side, stratified by the class attribute.
-
-        Returns
-        -------
-        self : CROCSClusterer
-            The fitted estimator.
-        """
-        self._fit(X, y, groups)
-        return self
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit_transform(self, X, y, groups=None):
-        """Fit and return the L2-normalised embeddings of X.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
-            ECG signals.
-        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
-            Discrete attributes of each ECG.
-        groups : array-like of shape (n_samples,), default=None
-            Patient of each ECG, for the internal validation split.
-
-        Returns
-        -------
-        embeddings : ndarray of shape (n_samples, n_features_out)
-            Same as ``fit(X, y).transform(X)``.
-        """
-        return self._fit(X, y, groups, return_embeddings=True)
-
-    def fit_predict(self, X, y, groups=None):
-        """Fit and return the attributes of the nearest prototype of each ECG in X.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
-            ECG signals.
-        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
-            Discrete attributes of each ECG.
-        groups : array-like of shape (n_samples,), default=None
-            Patient of each ECG, for the internal validation split.
-
-        Returns
-        -------
-        attributes : ndarray or DataFrame
-            Same as ``fit(X, y).predict(X)``.
-        """
-        self.fit(X, y, groups)
-        return self.attribute_codec_.decode(self._fitted.combinations[self.labels_])
-
     # -------------------------------------------------------------- inference
     def _embed(self, X, *, check_finite=False):
         """L2-normalised embeddings of validated signals, as float32 ndarray.
@@ -634,58 +566,6 @@ class BasePrototypeClusterer(
                 f"prototypes must be 'learned', 'mean' or None; got {prototypes!r}."
             )
         return self._fitted.get(prototypes)
-
-    def transform(self, X, *, sampling_rate=None):
-        """Embed ECGs: L2-normalised encoder outputs.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
-            ECG signals with the lead count and duration seen in ``fit``
-            (longer ones too, where ``longer_signals="average"``). With
-            ``longer_signals="average"``, a list of whole records of
-            different lengths is accepted too, here and in ``predict``,
-            ``predict_proba``, ``score`` and retrieval.
-        sampling_rate : float, default=None
-            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
-            was given; ``X`` is brought to the model's rate. Needs a model
-            fitted with ``sampling_rate``.
-
-        Returns
-        -------
-        embeddings : ndarray of shape (n_samples, n_features_out), dtype float32
-            Unit-norm embeddings, comparable with ``prototypes_``:
-            ``embedding_dim`` columns per net (``ensemble_size`` nets for
-            an ensemble).
-        """
-        check_is_fitted(self, "net_")
-        return self._embed_input(X, sampling_rate)
-
-    def predict(self, X, *, sampling_rate=None):
-        """Attributes of the nearest prototype of each ECG.
-
-        An ECG whose embedding is all zeros (an encoder that ends in a ReLU,
-        as the paper's CNN does, can output one) is equally near every
-        prototype; it gets the combination with the most training ECGs.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
-            ECG signals.
-        sampling_rate : float, default=None
-            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
-            was given; ``X`` is brought to the model's rate. Needs a model
-            fitted with ``sampling_rate``.
-
-        Returns
-        -------
-        attributes : ndarray of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
-            In the layout of the ``y`` passed to ``fit``: 1-D for 1-D ``y``, a
-            DataFrame with the same columns for a DataFrame ``y``.
-        """
-        check_is_fitted(self, "net_")
-        nearest = self._predict_chunks(X, sampling_rate)
-        return self.attribute_codec_.decode(self._fitted.combinations[nearest])
 
     def score(self, X, y, *, sampling_rate=None):
         """Mean over attributes of the accuracy of :meth:`predict`.

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._clusterer import CROCSClusterer
+from .._clusterer import CROCSClusterer, PrototypeClustererMixin
 from .._engine._base import BasePrototypeClusterer
 from ..nn import CROCSLoss
 from ._base import CROCS_DEFAULTS, TRAINING_CONSTRAINTS
@@ -68,7 +68,7 @@ class DTCLoss(CROCSLoss):
         return kl, kl.new_zeros(())
 
 
-class DTC(BasePrototypeClusterer):
+class DTC(PrototypeClustererMixin, BasePrototypeClusterer):
     """Deep Transfer Clustering, supervised as in the CROCS paper: one prototype per combination.
 
     DTC (Han, Vedaldi & Zisserman, ICCV 2019) learns cluster prototypes by
