@@ -10,7 +10,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._engine._base import BasePrototypeClusterer
+from ._engine._base import AttributeOptions, BasePrototypeClusterer
 from ._engine._rates import SignalRates
 from ._pretraining import ContrastivePretrainer
 from .nn import (
@@ -649,8 +649,8 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
             self.sampling_rate, self.working_rate, self.conditioning, self.longer_signals
         )
 
-    def _attribute_params(self):
-        return self.missing, self.continuous
+    def _attribute_options(self):
+        return AttributeOptions(self.missing, self.continuous)
 
     def _ensemble_size(self):
         return self.ensemble_size

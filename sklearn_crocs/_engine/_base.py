@@ -55,6 +55,13 @@ _SCALE_FACTOR = 20.0
 _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
+class AttributeOptions(NamedTuple):
+    """How ``fit`` reads ``y``: CROCSClusterer's parameters of the same names."""
+
+    missing: str = "error"  # or "marginalise"
+    continuous: object = None  # {column: number of quantile bins}, or None
+
+
 class _Training(NamedTuple):
     """What ``fit`` prepares for training (see :meth:`BasePrototypeClusterer._prepare`)."""
 
@@ -103,9 +110,9 @@ class BasePrototypeClusterer(
         """The :class:`SignalRates` of the signals: here they are taken as they are."""
         return SignalRates()
 
-    def _attribute_params(self):
-        """``(missing, continuous)``: how ``y`` is read; here every attribute is known."""
-        return "error", None
+    def _attribute_options(self):
+        """How ``y`` is read (:class:`AttributeOptions`); here every attribute is known."""
+        return AttributeOptions()
 
     def _augmentation(self, encoder):
         """The ``augment`` of training ECGs for the encoder class ``encoder``; none here."""
@@ -154,11 +161,11 @@ class BasePrototypeClusterer(
             del self.feature_names_in_
 
     # ------------------------------------------------------------------ rates
-    def _to_model_rate(self, X, rate, *, fitting=False):
+    def _to_model_rate(self, X, rate, *, fitting=False, lazy=False):
         """X declared at ``rate`` Hz as the encoder takes it (SignalRates.to_model_rate)."""
         return self._signal_rates().to_model_rate(
             X, rate, self.sampling_rate_, getattr(self, "input_shape_", None),
-            name=type(self).__name__, fitting=fitting,
+            name=type(self).__name__, fitting=fitting, lazy=lazy,
         )  # fmt: skip
 
     def _check_scale(self, X):
@@ -187,7 +194,8 @@ class BasePrototypeClusterer(
         ``partial`` (value codes, ``-1`` where missing); ``-1`` when all are
         (unlabelled). ``classes[i]``: its class code (``-1`` if unlabelled).
         """
-        missing, continuous = self._attribute_params()
+        options = self._attribute_options()
+        missing, continuous = options.missing, options.continuous
         for name, n_bins in (continuous or {}).items():
             if not isinstance(n_bins, Integral) or isinstance(n_bins, bool) or n_bins < 2:
                 raise ValueError(
@@ -307,8 +315,10 @@ class BasePrototypeClusterer(
         self._check_device()
         rates = self._signal_rates()
         self.sampling_rate_ = rates.model_rate()
-        X = self._to_model_rate(X, rates.sampling_rate, fitting=True)
+        # Decided once: the rate conversion, the checks, training and the
+        # summary follow it (a lazy X is never converted here, see SignalRates).
         lazy = is_lazy_array(X)
+        X = self._to_model_rate(X, rates.sampling_rate, fitting=True, lazy=lazy)
         if lazy:
             self._check_lazy_signals(X)
         else:
@@ -496,7 +506,8 @@ class BasePrototypeClusterer(
                 out[rows] = part
             yield 0, out
             return
-        arraylike = isinstance(X, np.ndarray) or is_lazy_array(X)
+        # fit's own X (prepared) is an ndarray or a lazy array already.
+        arraylike = prepared or isinstance(X, np.ndarray) or is_lazy_array(X)
         if not (arraylike and len(X.shape) in (2, 3) and X.shape[0] > 0):
             yield 0, embed(X)
             return

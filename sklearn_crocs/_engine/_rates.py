@@ -5,7 +5,6 @@ import math
 import numpy as np
 from sklearn.base import clone
 
-from ..nn._data import is_lazy_array
 from ..preprocessing import check_signal_layout, resample_signals
 from ..preprocessing._signals import check_rate
 
@@ -62,13 +61,16 @@ class SignalRates:
                 )
         return clone(step).set_params(sampling_rate=rate, target_rate=model_rate)
 
-    def to_model_rate(self, X, rate, model_rate, input_shape, *, name, fitting=False):
+    def to_model_rate(self, X, rate, model_rate, input_shape, *, name, fitting=False,
+                      lazy=False):  # fmt: skip
         """Signals declared at ``rate`` Hz, conditioned and resampled as the encoder takes them.
 
         ``X`` is returned as it is when there is nothing to do. Otherwise the
         duration of its frames is checked against the training frames of
         ``input_shape`` (at prediction) and it comes back as a float32
-        ndarray at ``model_rate``. ``name`` is the model's, for messages.
+        ndarray at ``model_rate``. ``name`` is the model's, for messages;
+        ``lazy`` says that ``X`` is fit's lazily read array, which a conversion
+        would read whole.
         """
         if rate is None:
             return X
@@ -108,7 +110,7 @@ class SignalRates:
         conditioning = self.conditioning
         if rate == model_rate and conditioning is None:
             return X
-        if is_lazy_array(X) and fitting:
+        if lazy:
             raise ValueError(
                 f"X is read lazily, and bringing it from {rate:g} Hz to {model_rate:g} Hz"
                 + (" with conditioning" if conditioning is not None else "")
