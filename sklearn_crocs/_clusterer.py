@@ -10,7 +10,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._engine._base import AttributeOptions, BasePrototypeClusterer
+from ._engine._base import AttributeOptions, BasePrototypeClusterer, ClassSpec
 from ._engine._rates import SignalRates
 from ._pretraining import ContrastivePretrainer
 from .nn import (
@@ -678,12 +678,12 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
 
     def _placement(self):
         if self.accelerator is None:
-            return CROCSNet, {"device": self.device}
+            return ClassSpec(CROCSNet, {"device": self.device})
         # With device placement, skorch's AccelerateMixin requires device=None.
-        return AcceleratedCROCSNet, {
+        return ClassSpec(AcceleratedCROCSNet, {
             "accelerator": self.accelerator,
             "device": None if self.accelerator.device_placement else self.device,
-        }
+        })  # fmt: skip
 
     def _training_device(self):
         """The device training runs on: the accelerator's, if there is one."""
@@ -700,7 +700,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         return [j in positions for j in range(len(codec.names))]
 
     def _criterion(self, codec, class_index, partial_combinations=None):
-        return CROCSLoss, {
+        return ClassSpec(CROCSLoss, {
             "combinations": codec.combinations,
             "embedding_dim": self.embedding_dim,
             "class_attribute": class_index,
@@ -713,7 +713,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
             "ordinal": self._ordinal_mask(codec),
             "unlabelled_weight": self.unlabelled_weight,
             "unlabelled_threshold": self.unlabelled_threshold,
-        }
+        })  # fmt: skip
 
     # -------------------------------------------------------------- inference
     def predict_proba(self, X, attribute=None, *, sampling_rate=None):

@@ -55,6 +55,13 @@ _SCALE_FACTOR = 20.0
 _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
+class ClassSpec(NamedTuple):
+    """A class to build and its parameters: the loss or the net that a hook names."""
+
+    cls: type
+    params: dict
+
+
 class AttributeOptions(NamedTuple):
     """How ``fit`` reads ``y``: CROCSClusterer's parameters of the same names."""
 
@@ -103,7 +110,7 @@ class BasePrototypeClusterer(
 
     # ------------------------------------------------------------------ hooks
     def _criterion(self, codec, class_index, partial_combinations=None):
-        """``(loss class, its parameters)``: the loss that owns the prototypes."""
+        """The :class:`ClassSpec` of the loss that owns the prototypes."""
         raise NotImplementedError
 
     def _signal_rates(self):
@@ -132,8 +139,8 @@ class BasePrototypeClusterer(
         return []
 
     def _placement(self):
-        """``(net class, its placement parameters)``."""
-        return CROCSNet, {"device": self.device}
+        """The :class:`ClassSpec` of the net and its placement parameters."""
+        return ClassSpec(CROCSNet, {"device": self.device})
 
     # ------------------------------------------------------------------ input
     def _check_lazy_signals(self, X):
@@ -267,7 +274,7 @@ class BasePrototypeClusterer(
         encoder = encoder_class(self.encoder)
         encoder_params = {f"module__{k}": v for k, v in (self.encoder_params or {}).items()}
         sink = _print if self.verbose else _silent
-        criterion, criterion_params = self._criterion(codec, class_index, partial_combinations)
+        loss = self._criterion(codec, class_index, partial_combinations)
         callbacks = [
             ("train_nce", PassthroughScoring("train_nce", on_train=True)),
             ("train_reg", PassthroughScoring("train_reg", on_train=True)),
@@ -278,9 +285,9 @@ class BasePrototypeClusterer(
                 ("valid_reg", PassthroughScoring("valid_reg")),
                 *early_stopping_callbacks("valid_nce", self.n_iter_no_change, sink),
             ]
-        net_class, placement = self._placement()
+        placement = self._placement()
         return self._assemble_net(
-            net_class,
+            placement.cls,
             seed=seed,
             valid_dataset=valid_dataset,
             callbacks=callbacks + self._user_callbacks(),
@@ -291,11 +298,11 @@ class BasePrototypeClusterer(
             module__n_timepoints=n_timepoints,
             module__embedding_dim=self.embedding_dim,
             **encoder_params,
-            criterion=criterion,
-            **{f"criterion__{k}": v for k, v in criterion_params.items()},
+            criterion=loss.cls,
+            **{f"criterion__{k}": v for k, v in loss.params.items()},
             callbacks__print_log__sink=sink,
             augment=self._augmentation(encoder),
-            **placement,
+            **placement.params,
         )
 
     def _fit(self, X, y, groups, return_embeddings=False):

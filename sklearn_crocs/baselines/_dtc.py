@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._clusterer import CROCSClusterer, PrototypeClustererMixin
-from .._engine._base import BasePrototypeClusterer
+from .._engine._base import BasePrototypeClusterer, ClassSpec
 from ..nn import CROCSLoss
 from ._base import CROCS_DEFAULTS, TRAINING_CONSTRAINTS
 
@@ -269,13 +269,13 @@ class DTC(PrototypeClustererMixin, BasePrototypeClusterer):
 
     def _criterion(self, codec, class_index, partial_combinations=None):
         # Every attribute is known (the base class's missing="error").
-        return DTCLoss, {
+        return ClassSpec(DTCLoss, {
             "combinations": codec.combinations,
             "embedding_dim": self.embedding_dim,
             "class_attribute": class_index,
             "tau_w": self.tau_w,
             "alpha": self.alpha,
-        }
+        })  # fmt: skip
 
     def predict_proba(self, X):
         """Student-t assignment ``p`` of each ECG to the prototypes.
