@@ -32,7 +32,7 @@ from bench_accuracy import mean_prototypes, prototype_row  # noqa: E402
 from bench_curve import parts  # noqa: E402
 
 from sklearn_crocs import CROCSClusterer  # noqa: E402
-from sklearn_crocs._base import auto_max_epochs  # noqa: E402
+from sklearn_crocs._engine._neural import auto_max_epochs  # noqa: E402
 
 EPOCHS = (1, 2, 3, 4, 5, 6, 8, 10, 13, 16, 20, 25, 30, 40)
 #: The most ECGs seen by a constant-rate run at each size.

@@ -54,7 +54,7 @@ from sklearn_crocs import (
     InvalidModelFileError,
     PrototypeRetriever,
 )
-from sklearn_crocs._cli import main as cli_main
+from sklearn_crocs.cli import main as cli_main
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptbxl-sample"
 SMALL_CNN = {"channels": (4, 8), "kernel_size": 5, "stride": 1, "pool_size": 2}

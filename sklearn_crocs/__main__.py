@@ -1,7 +1,7 @@
-"""``python -m sklearn_crocs``: the main job, or a subcommand (see :mod:`sklearn_crocs._cli`)."""
+"""``python -m sklearn_crocs``: the main job, or a subcommand (see :mod:`sklearn_crocs.cli`)."""
 
 import sys
 
-from ._cli import main
+from .cli import main
 
 sys.exit(main())

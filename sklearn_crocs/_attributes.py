@@ -1,14 +1,13 @@
 """Patient attributes (y): the fitted codec of the estimators, and the metrics' conversions."""
 
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
 from sklearn.preprocessing import OrdinalEncoder
 from sklearn.utils.validation import check_consistent_length
 
-from ._utils import _python_value
+from ._utils import _python_value, _warn
 from .preprocessing import AgeGroupEncoder
 
 COMBINATION = "combination"
@@ -279,14 +278,13 @@ class AttributeCodec:
                     if layout == "frame"
                     else "pass y as a DataFrame and bin it with continuous={name: 4}"
                 )
-                warnings.warn(
+                _warn(
                     f"Attribute {name!r} is numeric with {len(seen)} distinct values, so "
                     f"each value becomes an attribute group of its own ({len(seen)} "
                     f"groups). If it is a measurement such as age, {hint} (quartiles); "
                     "if the numbers are codes of categories, make the column a pandas "
                     "Categorical (or strings) to silence this warning.",
                     UserWarning,
-                    stacklevel=6,  # fit < _fit_attributes < _fit < fit < _fit_context < caller
                 )
         # Values are sorted, except in pandas categorical columns, whose declared
         # order (e.g. age groups from young to old) is kept.

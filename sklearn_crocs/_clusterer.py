@@ -5,12 +5,13 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import clone
+from sklearn.base import TransformerMixin, _fit_context, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BasePrototypeClusterer
+from ._engine._base import AttributeOptions, BasePrototypeClusterer, ClassSpec
+from ._engine._rates import SignalRates
 from ._pretraining import ContrastivePretrainer
 from .nn import (
     AcceleratedCROCSNet,
@@ -27,7 +28,141 @@ from .preprocessing._signals import MAX_RATE, MIN_RATE
 __all__ = ["CROCSClusterer"]
 
 
-class CROCSClusterer(BasePrototypeClusterer):
+class PrototypeClustererMixin(TransformerMixin):
+    """``fit``, ``transform`` and ``predict`` of the prototype clusterers (CROCSClusterer, DTC).
+
+    ``fit`` checks the signals and learns the attributes (``_prepare``),
+    trains the nets (``_train``, one per ensemble member) and sets the
+    prototypes and ``labels_`` (``_summarise``); ``transform`` embeds new
+    ECGs chunk by chunk, and ``predict`` gives each the attributes of its
+    nearest prototype. The steps are
+    :class:`~sklearn_crocs._engine._base.BasePrototypeClusterer`'s, and the
+    CROCS options reach them as components (``SignalRates``). A
+    TransformerMixin, so that ``set_output`` wraps the ``transform`` and
+    ``fit_transform`` defined here.
+    """
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, groups=None):
+        """Learn the encoder and one prototype per attribute combination.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals (one lead, or several leads channel-first).
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            Discrete attributes of each ECG, for example class, sex and age
+            group. Values may be of any hashable type; the columns of a
+            DataFrame name the attributes. With ``missing="marginalise"``,
+            attributes other than the class may be missing (NaN, None,
+            ``pd.NA``), and a row with every attribute missing marks an
+            unlabelled ECG.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG. The internal validation split keeps all ECGs
+            of a patient on the same side, stratified by the class attribute.
+
+        Returns
+        -------
+        self : CROCSClusterer
+            The fitted estimator.
+        """
+        self._fit(X, y, groups)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y, groups=None):
+        """Fit and return the L2-normalised embeddings of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            Discrete attributes of each ECG.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG, for the internal validation split.
+
+        Returns
+        -------
+        embeddings : ndarray of shape (n_samples, n_features_out)
+            Same as ``fit(X, y).transform(X)``.
+        """
+        return self._fit(X, y, groups, return_embeddings=True)
+
+    def fit_predict(self, X, y, groups=None):
+        """Fit and return the attributes of the nearest prototype of each ECG in X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            Discrete attributes of each ECG.
+        groups : array-like of shape (n_samples,), default=None
+            Patient of each ECG, for the internal validation split.
+
+        Returns
+        -------
+        attributes : ndarray or DataFrame
+            Same as ``fit(X, y).predict(X)``.
+        """
+        self.fit(X, y, groups)
+        return self.attribute_codec_.decode(self._fitted.combinations[self.labels_])
+
+    def transform(self, X, *, sampling_rate=None):
+        """Embed ECGs: L2-normalised encoder outputs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals with the lead count and duration seen in ``fit``
+            (longer ones too, where ``longer_signals="average"``). With
+            ``longer_signals="average"``, a list of whole records of
+            different lengths is accepted too, here and in ``predict``,
+            ``predict_proba``, ``score`` and retrieval.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
+            was given; ``X`` is brought to the model's rate. Needs a model
+            fitted with ``sampling_rate``.
+
+        Returns
+        -------
+        embeddings : ndarray of shape (n_samples, n_features_out), dtype float32
+            Unit-norm embeddings, comparable with ``prototypes_``:
+            ``embedding_dim`` columns per net (``ensemble_size`` nets for
+            an ensemble).
+        """
+        check_is_fitted(self, "net_")
+        return self._embed_input(X, sampling_rate)
+
+    def predict(self, X, *, sampling_rate=None):
+        """Attributes of the nearest prototype of each ECG.
+
+        An ECG whose embedding is all zeros (an encoder that ends in a ReLU,
+        as the paper's CNN does, can output one) is equally near every
+        prototype; it gets the combination with the most training ECGs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
+            ECG signals.
+        sampling_rate : float, default=None
+            Rate of ``X`` in Hz when it is not the ``sampling_rate`` the model
+            was given; ``X`` is brought to the model's rate. Needs a model
+            fitted with ``sampling_rate``.
+
+        Returns
+        -------
+        attributes : ndarray of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
+            In the layout of the ``y`` passed to ``fit``: 1-D for 1-D ``y``, a
+            DataFrame with the same columns for a DataFrame ``y``.
+        """
+        check_is_fitted(self, "net_")
+        nearest = self._predict_chunks(X, sampling_rate)
+        return self.attribute_codec_.decode(self._fitted.combinations[nearest])
+
+
+class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
     """Cluster ECGs around clinical prototypes of attribute combinations (CROCS).
 
     CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021) learns one embedding, a
@@ -509,14 +644,13 @@ class CROCSClusterer(BasePrototypeClusterer):
     _not_saved = ("encoder", "callbacks", "accelerator", "pretrained")
 
     # ------------------------------------------------- options of the base class
-    def _rate_params(self):
-        return self.sampling_rate, self.working_rate, self.conditioning
+    def _signal_rates(self):
+        return SignalRates(
+            self.sampling_rate, self.working_rate, self.conditioning, self.longer_signals
+        )
 
-    def _attribute_params(self):
-        return self.missing, self.continuous
-
-    def _longer_signals(self):
-        return self.longer_signals
+    def _attribute_options(self):
+        return AttributeOptions(self.missing, self.continuous)
 
     def _ensemble_size(self):
         return self.ensemble_size
@@ -544,12 +678,12 @@ class CROCSClusterer(BasePrototypeClusterer):
 
     def _placement(self):
         if self.accelerator is None:
-            return CROCSNet, {"device": self.device}
+            return ClassSpec(CROCSNet, {"device": self.device})
         # With device placement, skorch's AccelerateMixin requires device=None.
-        return AcceleratedCROCSNet, {
+        return ClassSpec(AcceleratedCROCSNet, {
             "accelerator": self.accelerator,
             "device": None if self.accelerator.device_placement else self.device,
-        }
+        })  # fmt: skip
 
     def _training_device(self):
         """The device training runs on: the accelerator's, if there is one."""
@@ -566,7 +700,7 @@ class CROCSClusterer(BasePrototypeClusterer):
         return [j in positions for j in range(len(codec.names))]
 
     def _criterion(self, codec, class_index, partial_combinations=None):
-        return CROCSLoss, {
+        return ClassSpec(CROCSLoss, {
             "combinations": codec.combinations,
             "embedding_dim": self.embedding_dim,
             "class_attribute": class_index,
@@ -579,7 +713,7 @@ class CROCSClusterer(BasePrototypeClusterer):
             "ordinal": self._ordinal_mask(codec),
             "unlabelled_weight": self.unlabelled_weight,
             "unlabelled_threshold": self.unlabelled_threshold,
-        }
+        })  # fmt: skip
 
     # -------------------------------------------------------------- inference
     def predict_proba(self, X, attribute=None, *, sampling_rate=None):

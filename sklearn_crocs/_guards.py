@@ -1,7 +1,6 @@
 """Checks around a CROCSClusterer fit: the memory it will need, and whether training worked."""
 
 import math
-import warnings
 
 import numpy as np
 import psutil
@@ -9,6 +8,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from ._config import get_config
+from ._utils import _warn
 
 # A contrastive loss above this means the similarities are scaled far beyond
 # what training can use: with cosine similarities in [-1, 1] the NCE loss is
@@ -179,5 +179,4 @@ def check_training(history, spread, X):
         )
     else:
         return
-    # check_training, _fit, fit, _fit_context, the caller
-    warnings.warn(message, ConvergenceWarning, stacklevel=5)
+    _warn(message, ConvergenceWarning)

@@ -11,9 +11,7 @@ perturbed windows of each recording instead (SimCLR's recipe for signals).
 it as ``pretrained`` starts its encoder from it.
 """
 
-import os
 from collections.abc import Mapping
-from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -34,24 +32,7 @@ from sklearn.utils.validation import (
 )
 
 from ._doc_link import DocLinkMixin
-from ._persistence import (
-    PRETRAINER_FIELDS,
-    CallerError,
-    InvalidModelFileError,
-    check_activation,
-    check_encoder_shapes,
-    check_fields,
-    check_load_args,
-    check_probe,
-    class_name,
-    decode_params,
-    encode_value,
-    probe_signals,
-    read_model_file,
-    resolve_device,
-    resolve_encoder,
-    write_model_file,
-)
+from ._persistence._pretrainer import PretrainerFile
 from ._utils import _draw_seed
 from .nn._encoders import ENCODERS, CNNEncoder, encoder_class
 
@@ -106,7 +87,7 @@ def clocs_loss(embeddings, groups, temperature=0.1):
 
 
 class ContrastivePretrainer(
-    DocLinkMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+    PretrainerFile, DocLinkMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 ):
     """Pretrain an ECG encoder on unlabelled signals by contrasting views of each one.
 
@@ -441,18 +422,7 @@ class ContrastivePretrainer(
         True
         """
         check_is_fitted(self)
-        params = self.get_params(deep=False)
-        encoder = params.pop("encoder")
-        document = {
-            "class": type(self).__name__,
-            "params": {k: encode_value(v, f"parameter {k}") for k, v in params.items()},
-            "encoder": encoder if isinstance(encoder, str) else {"class": class_name(encoder)},
-            "input_shape": list(self.input_shape_),
-            "n_features_in": self.n_features_in_,
-            "loss_curve": [float(v) for v in self.loss_curve_],
-        }
-        tensors = {f"encoder.{k}": v for k, v in self.encoder_.state_dict().items()}
-        write_model_file(path, type(self).__name__, document, tensors, overwrite=overwrite)
+        self._write_file(path, overwrite=overwrite)
         return self
 
     @classmethod
@@ -483,57 +453,7 @@ class ContrastivePretrainer(
         pretrainer : ContrastivePretrainer
             The fitted pretrainer, with the saved encoder.
         """
-        check_load_args(device, encoder, sha256)
-        path = os.fspath(path)
-        document, tensors = read_model_file(path, cls.__name__, sha256)
-        try:
-            return _rebuild(cls, document, tensors, path, device, encoder)
-        except (InvalidModelFileError, CallerError):
-            raise
-        except (AttributeError, KeyError, TypeError, ValueError, RuntimeError,
-                ArithmeticError) as exc:  # fmt: skip
-            raise InvalidModelFileError(
-                f"{path}: the document and tensors do not describe a valid {cls.__name__} "
-                f"({type(exc).__name__}: {exc}). The file was altered or written by an "
-                "incompatible version."
-            ) from exc
-
-
-def _rebuild(cls, document, tensors, path, device, encoder):
-    check_fields(document, PRETRAINER_FIELDS, "the pretrainer document")
-    params = decode_params(document, ("encoder",), path)
-    params["encoder"] = resolve_encoder(
-        document["encoder"], encoder, path, cls.__name__, verb="pretrained"
-    )
-    params["device"] = resolve_device(params.get("device", "cpu"), device, path)
-    pretrainer = cls(**params)
-    pretrainer._validate_params()
-    input_shape = tuple(document["input_shape"])
-    n_leads = document["n_features_in"]
-    # The views' channels: every lead, or one lead where the method splits them.
-    lead_views = pretrainer.method in ("cmlc", "cmsmlc")
-    if input_shape[0] != (1 if lead_views else n_leads) or (lead_views and n_leads < 2):
-        raise ValueError(
-            f"input_shape {list(input_shape)} is not the views method={pretrainer.method!r} "
-            f"makes of {n_leads} lead(s)"
-        )
-    check_activation(
-        encoder_class(pretrainer.encoder), input_shape, pretrainer.embedding_dim,
-        pretrainer.encoder_params,
-    )  # fmt: skip
-    weights = {k.removeprefix("encoder."): v for k, v in tensors.items()}
-    check_encoder_shapes(partial(pretrainer._build_encoder, input_shape), weights)
-    module = pretrainer._build_encoder(input_shape)
-    module.load_state_dict(weights, strict=True)
-    pretrainer.encoder_ = module.to(pretrainer.device).eval()
-    pretrainer.input_shape_ = input_shape
-    pretrainer.n_features_in_ = n_leads
-    pretrainer.loss_curve_ = list(document["loss_curve"])
-    pretrainer.n_iter_ = len(pretrainer.loss_curve_)
-    with torch.inference_mode():
-        probe = torch.from_numpy(probe_signals(*input_shape)).to(pretrainer.device)
-        check_probe(path, pretrainer.encoder_(probe).cpu())
-    return pretrainer
+        return cls._read_file(path, device=device, encoder=encoder, sha256=sha256)
 
 
 def fit_weights(target, weights):

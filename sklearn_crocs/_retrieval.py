@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from ._ann import INDEX_PARAMS, FaissIndex
 from ._doc_link import DocLinkMixin
-from ._retriever_persistence import load_retriever, save_retriever
+from ._persistence._retriever import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
 from ._utils import _atomic_path, _crocs_step, _length_groups, _python_value
 

@@ -163,15 +163,42 @@ def _draw_seed(random_state):
     return int(check_random_state(random_state).randint(2**31 - 1))
 
 
+# scikit-learn's wrappers that stand between a public method or function of the
+# package and its caller: _fit_context around fit, set_output's around
+# transform and fit_transform, validate_params around functions.
+_WRAPPERS = {
+    (os.path.join("sklearn", "base.py"), "wrapper"),
+    (os.path.join("sklearn", "utils", "_set_output.py"), "wrapped"),
+    (os.path.join("sklearn", "utils", "_param_validation.py"), "wrapper"),
+}
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _warn(message, category=UserWarning):
-    """Warn with the location of the first caller outside this package."""
-    package_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    """Warn at the line that called into the package: every warning of the package goes here.
+
+    The location is the frame above the outermost frame of the package on the
+    stack, past scikit-learn's wrappers of that entry point, so that it does
+    not depend on how deep inside the package, or behind which library
+    (skorch calling back), the warning is raised.
+    """
+    frames = []
     frame = sys._getframe(1)  # the caller of _warn, i.e. stacklevel=2
-    level = 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package_dir):
+    while frame is not None:
+        frames.append(frame)
         frame = frame.f_back
+    inside = [os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR) for f in frames]
+    level = max(i for i, is_inside in enumerate(inside) if is_inside) + 1
+    while level < len(frames) and _is_wrapper(frames[level].f_code):
         level += 1
-    warnings.warn(message, category, stacklevel=level)
+    warnings.warn(message, category, stacklevel=level + 2)
+
+
+def _is_wrapper(code):
+    return any(
+        code.co_filename.endswith(os.sep + path) and code.co_name == name
+        for path, name in _WRAPPERS
+    )
 
 
 def _file_sha256(path):

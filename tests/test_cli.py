@@ -17,8 +17,7 @@ import pandas as pd
 import pytest
 
 import sklearn_crocs
-from sklearn_crocs import _cli
-from sklearn_crocs._cli import main
+from sklearn_crocs.cli import _parser, main
 from sklearn_crocs.datasets._base import STANDARD_LEADS
 
 # Every test here reuses the models fitted once per module.
@@ -308,7 +307,7 @@ def test_help_and_version():
 
 def test_without_subcommand_runs_the_main_job(monkeypatch):
     calls = []
-    monkeypatch.setattr(_cli, "main_job", lambda argv: calls.append(argv) or 0)
+    monkeypatch.setattr(_parser, "main_job", lambda argv: calls.append(argv) or 0)
     assert main(["--dataset", "ludb", "--max-epochs", "1"]) == 0
     assert main([]) == 0
     assert calls == [["--dataset", "ludb", "--max-epochs", "1"], []]
@@ -317,7 +316,7 @@ def test_without_subcommand_runs_the_main_job(monkeypatch):
 def test_entry_points(tmp_path):
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["sklearn-crocs"] == "sklearn_crocs._cli:main"
+    assert project["scripts"]["sklearn-crocs"] == "sklearn_crocs.cli:main"
     # python -m sklearn_crocs: exit codes and messages as a user sees them.
     env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
     command = [sys.executable, "-m", "sklearn_crocs", "predict", "records", "--model", "m"]
@@ -350,7 +349,7 @@ def python(code):
 def test_importing_the_cli_imports_no_torch():
     """--help answers at once: the parser module imports neither torch nor numpy."""
     code = (
-        "import sys, sklearn_crocs._cli; "
+        "import sys, sklearn_crocs.cli; "
         "print(sorted(m for m in ('torch', 'skorch', 'numpy', 'pandas') if m in sys.modules))"
     )
     assert python(code) == "[]"

@@ -22,7 +22,7 @@ def cli_model(tmp_path_factory):
 _PEAK = textwrap.dedent(
     """
     import resource, sys
-    from sklearn_crocs._cli import main
+    from sklearn_crocs.cli import main
 
     status = main(sys.argv[1:])
     print(status, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

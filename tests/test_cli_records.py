@@ -17,7 +17,7 @@ import scipy.io
 import wfdb
 
 from sklearn_crocs import CROCSClusterer, PrototypeRetriever
-from sklearn_crocs._cli import main
+from sklearn_crocs.cli import main
 from sklearn_crocs.datasets import load_wfdb, map_classes
 from sklearn_crocs.preprocessing import SignalConditioner, make_frames
 

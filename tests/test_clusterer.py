@@ -693,7 +693,7 @@ def test_categorical_attribute_keeps_declared_order(synthetic):
 def test_chunked_and_memmap_transform_equal_in_memory(
     fitted, synthetic, tmp_path, monkeypatch, capsys
 ):
-    import sklearn_crocs._base as clusterer_module
+    import sklearn_crocs._engine._base as clusterer_module
 
     X, y, _ = synthetic
     expected = fitted.transform(X)
@@ -725,7 +725,7 @@ def test_chunked_and_memmap_transform_equal_in_memory(
 def test_chunks_hold_whole_batches(fitted, synthetic, monkeypatch):
     # A chunk of a large input is cut to whole inference batches, so that no
     # chunk but the last ends in a short batch.
-    import sklearn_crocs._base as clusterer_module
+    import sklearn_crocs._engine._base as clusterer_module
     from sklearn_crocs.nn import _net
 
     X, _, _ = synthetic
@@ -1122,7 +1122,7 @@ def test_fit_on_lazy_arrays_equals_fit_in_memory(synthetic, tmp_path, prototypes
 
 
 def test_fit_reads_a_lazy_array_in_batches_and_chunks(synthetic, monkeypatch):
-    import sklearn_crocs._base as clusterer_module
+    import sklearn_crocs._engine._base as clusterer_module
     from sklearn_crocs.nn import _net
 
     X, y, groups = synthetic
@@ -1397,7 +1397,7 @@ def test_a_fit_with_a_validation_split_does_not_import_the_dataset_readers():
      (40_000, 6), (10**7, 1)],  # fmt: skip
 )
 def test_auto_max_epochs_rule(n_train, epochs):
-    from sklearn_crocs._base import auto_max_epochs
+    from sklearn_crocs._engine._neural import auto_max_epochs
 
     assert auto_max_epochs(n_train) == epochs
 

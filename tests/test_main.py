@@ -2,7 +2,7 @@
 
 import pytest
 
-from sklearn_crocs._main import main
+from sklearn_crocs.cli._job import main
 
 
 @pytest.mark.slow  # the main job trains on the bundled records

@@ -24,7 +24,7 @@ from sklearn.frozen import FrozenEstimator
 from test_common import FAST_CNN
 
 from sklearn_crocs import CROCSClusterer, InvalidModelFileError, PrototypeRetriever
-from sklearn_crocs._persistence import _digest
+from sklearn_crocs._persistence._format import _digest
 from sklearn_crocs.nn import CNNEncoder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -379,7 +379,8 @@ def test_interrupted_embedding_keeps_the_previous_file(model, data, tmp_path, mo
 _KILLED_SAVE = textwrap.dedent(
     """
     import os, signal, sys
-    from sklearn_crocs import CROCSClusterer, _persistence
+    from sklearn_crocs import CROCSClusterer
+    from sklearn_crocs._persistence import _format as _persistence
 
     original = _persistence.save_file
 

@@ -25,10 +25,15 @@ from skorch.callbacks import LRScheduler
 from test_common import FAST_CNN, _fast_estimators
 from torch import nn
 
-from sklearn_crocs import CROCSClusterer, InvalidModelFileError, PrototypeRetriever
-from sklearn_crocs._persistence import FORMAT_VERSION
+from sklearn_crocs import (
+    ContrastivePretrainer,
+    CROCSClusterer,
+    InvalidModelFileError,
+    PrototypeRetriever,
+)
+from sklearn_crocs._persistence._format import FORMAT_VERSION
 from sklearn_crocs.nn import CNNEncoder
-from sklearn_crocs.preprocessing import FrameNormalizer
+from sklearn_crocs.preprocessing import FrameNormalizer, SignalConditioner
 
 CONFIGS = list(_fast_estimators())
 CONFIG_IDS = ["cnn-soft-learned", "cnn-hard-mean-early-stopping", "resnet"]
@@ -111,12 +116,20 @@ def _assert_same_model(loaded, model, X, y):
     assert loaded.input_shape_ == model.input_shape_
     assert loaded.n_iter_ == model.n_iter_
     assert loaded.net_.history.to_list() == model.net_.history.to_list()
-    loaded_params, params = loaded.get_params(), model.get_params()
+    loaded_params, params = _comparable(loaded.get_params()), _comparable(model.get_params())
     if isinstance(params["random_state"], np.random.RandomState):
         assert loaded_params.pop("random_state").get_state()[1].tolist() == (
             params.pop("random_state").get_state()[1].tolist()
         )
     assert loaded_params == params
+
+
+def _comparable(params):
+    """``params`` with estimators (a conditioning step) as their class and parameters."""
+    return {
+        k: (type(v), v.get_params()) if hasattr(v, "get_params") else v
+        for k, v in params.items()
+    }
 
 
 @pytest.mark.parametrize("index", range(len(CONFIGS)), ids=CONFIG_IDS)
@@ -136,7 +149,7 @@ def test_the_checked_tensors_do_not_change_with_the_file(fitted_models, tmp_path
     # Older safetensors map the file's tensors into memory: the tensors load
     # checks against the document must not change if the file is rewritten in
     # place afterwards (save itself replaces the file instead).
-    from sklearn_crocs._persistence import read_model_file
+    from sklearn_crocs._persistence._format import read_model_file
 
     path = tmp_path / "model.safetensors"
     fitted_models[0].save(path)
@@ -456,6 +469,44 @@ def test_document_not_matching_the_tensors(saved, document):
         match="do not describe a valid CROCSClusterer|no valid tensor manifest",
     ):
         CROCSClusterer.load(saved)
+
+
+# Every option that changes what a model file holds, through every kind of file.
+OPTIONS = {
+    "ensemble": {"ensemble_size": 2},
+    # Whole-signal views: the CNN takes one length only.
+    "pretrained": {"pretrained": ContrastivePretrainer(
+        method="augment", crop=1.0, max_epochs=1, random_state=0
+    )},
+    "sampling-rate": {"sampling_rate": 100.0},
+    "working-rate": {"sampling_rate": 200.0, "working_rate": 100.0},
+    "encoder-rate": {"sampling_rate": 100.0, "working_rate": None},
+    "conditioning": {"sampling_rate": 100.0, "conditioning": SignalConditioner()},
+    "ensemble-conditioning": {
+        "ensemble_size": 2, "sampling_rate": 100.0, "conditioning": SignalConditioner()
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["estimator", "retriever", "indexed-retriever"])
+@pytest.mark.parametrize("option", list(OPTIONS))
+def test_every_option_round_trips_through_every_file_kind(data, tmp_path, option, kind):
+    X, y, groups = data
+    model = clone(CONFIGS[0]).set_params(**OPTIONS[option]).fit(X, y, groups=groups)
+    model.set_params(pretrained=None)  # not stored: a loaded model has None
+    path = tmp_path / "model.safetensors"
+    if kind == "estimator":
+        model.save(path)
+        _assert_same_model(CROCSClusterer.load(path), model, X, y)
+        return
+    retriever = PrototypeRetriever(model).fit(X)
+    retriever.save(path, include_embeddings=kind == "indexed-retriever")
+    loaded = PrototypeRetriever.load(path)
+    if kind == "retriever":  # the database is not in the file: index it again
+        loaded.fit(X)
+    _assert_same_model(loaded.estimator_, model, X, y)
+    for got, expected in zip(loaded.kneighbors(X[:5], 3), retriever.kneighbors(X[:5], 3)):
+        np.testing.assert_array_equal(got, expected)
 
 
 def test_an_ensemble_round_trips(data, tmp_path):

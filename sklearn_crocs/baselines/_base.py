@@ -12,9 +12,9 @@ from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
 from .._attributes import as_attribute_frame, combination_labels
-from .._base import NeuralEstimatorMixin
 from .._clusterer import CROCSClusterer
 from .._doc_link import DocLinkMixin
+from .._engine._neural import NeuralEstimatorMixin
 from .._utils import _draw_seed, _silent
 from ..nn import ArrayDataset, CROCSNet
 from ..nn._callbacks import early_stopping_callbacks
@@ -217,7 +217,7 @@ class NeuralBaseline(
     :class:`EncoderModule` whose ``encoder`` gives the embeddings. Input
     checks, the validation split, the pretrained encoder and the net's
     training settings are CROCSClusterer's
-    (:class:`~sklearn_crocs._base.NeuralEstimatorMixin`).
+    (:class:`~sklearn_crocs._engine._neural.NeuralEstimatorMixin`).
     """
 
     def _encoder_of(self, module):
@@ -231,7 +231,7 @@ class NeuralBaseline(
             **(self.encoder_params or {}),
         )
 
-    def _train(self, X, targets, groups=None):
+    def _train_encoder(self, X, targets, groups=None):
         """Fit ``net_`` on validated signals X and per-ECG ``targets``; return the seed."""
         self._check_device()
         seed = _draw_seed(self.random_state)
@@ -246,11 +246,10 @@ class NeuralBaseline(
         if valid is not None:
             sink = print if self.verbose else _silent
             callbacks = early_stopping_callbacks("valid_loss", self.n_iter_no_change, sink)
-        device = torch.device(self.device)
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(seed)
+
+        def build():
             module, criterion, extra_callbacks = self._build(*X.shape[1:], seed)
-            net = self._assemble_net(
+            return self._assemble_net(
                 BaselineNet,
                 seed=seed,
                 valid_dataset=None if valid is None else ArrayDataset(X[valid], targets[valid]),
@@ -260,8 +259,8 @@ class NeuralBaseline(
                 criterion=criterion,
                 device=self.device,
             )
-            self._fit_net(net, X[train], targets[train], pretrainer)
-        net.train_split = None  # a fitted model holds no training ECGs
+
+        net = self._fit_net(build, X[train], targets[train], seed=seed, pretrainer=pretrainer)
         self.net_ = net
         self.n_iter_ = len(net.history)
         return seed

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import BasePrototypeClusterer
-from .._clusterer import CROCSClusterer
+from .._clusterer import CROCSClusterer, PrototypeClustererMixin
+from .._engine._base import BasePrototypeClusterer, ClassSpec
 from ..nn import CROCSLoss
 from ._base import CROCS_DEFAULTS, TRAINING_CONSTRAINTS
 
@@ -68,7 +68,7 @@ class DTCLoss(CROCSLoss):
         return kl, kl.new_zeros(())
 
 
-class DTC(BasePrototypeClusterer):
+class DTC(PrototypeClustererMixin, BasePrototypeClusterer):
     """Deep Transfer Clustering, supervised as in the CROCS paper: one prototype per combination.
 
     DTC (Han, Vedaldi & Zisserman, ICCV 2019) learns cluster prototypes by
@@ -269,13 +269,13 @@ class DTC(BasePrototypeClusterer):
 
     def _criterion(self, codec, class_index, partial_combinations=None):
         # Every attribute is known (the base class's missing="error").
-        return DTCLoss, {
+        return ClassSpec(DTCLoss, {
             "combinations": codec.combinations,
             "embedding_dim": self.embedding_dim,
             "class_attribute": class_index,
             "tau_w": self.tau_w,
             "alpha": self.alpha,
-        }
+        })  # fmt: skip
 
     def predict_proba(self, X):
         """Student-t assignment ``p`` of each ECG to the prototypes.

@@ -294,7 +294,7 @@ default=None
         X = self._validate_signals(X, reset=True)
         if self.n_clusters > len(X):
             raise ValueError(f"n_clusters={self.n_clusters} is more than the {len(X)} ECGs.")
-        seed = self._train(X, np.zeros(len(X), dtype=np.int64), groups)
+        seed = self._train_encoder(X, np.zeros(len(X), dtype=np.int64), groups)
         self.kmeans_ = KMeans(self.n_clusters, n_init=self.n_init, random_state=seed)
         self.labels_ = self.kmeans_.fit_predict(self._encode(X))
         self._fit_map(self.labels_, y)

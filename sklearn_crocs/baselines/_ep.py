@@ -269,7 +269,7 @@ class KMeansEP(AttributeMapMixin, NeuralBaseline):
         self._n_classes = int(classes.max()) + 1
         self._n_prototypes = self.n_prototypes or n_combinations(frame)
         self.n_clusters_ = self.n_clusters or self._n_prototypes
-        seed = self._train(X, classes, groups)
+        seed = self._train_encoder(X, classes, groups)
         self.kmeans_ = KMeans(self.n_clusters_, n_init=self.n_init, random_state=seed)
         self.labels_ = self.kmeans_.fit_predict(self._encode(X))
         self._fit_map(self.labels_, frame)

@@ -340,7 +340,7 @@ default=None
             The fitted estimator.
         """
         X = self._validate_signals(X, reset=True)
-        seed = self._train(X, np.zeros(len(X), dtype=np.int64), groups)
+        seed = self._train_encoder(X, np.zeros(len(X), dtype=np.int64), groups)
         self.subhead_losses_ = self._subhead_losses(X, seed)
         self.best_subhead_ = int(self.subhead_losses_.argmin())
         self.labels_ = self._proba(X).argmax(axis=1)

@@ -7,9 +7,9 @@ from sklearn.cluster import KMeans
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import SignalMixin
 from .._clusterer import CROCSClusterer
 from .._doc_link import DocLinkMixin
+from .._engine._neural import SignalMixin
 from ._base import MAPPING_CONSTRAINT, AttributeMapMixin
 
 __all__ = ["KMeansCROCS", "KMeansRaw"]

@@ -277,7 +277,7 @@ default=None
             The fitted estimator.
         """
         X = self._validate_signals(X, reset=True)
-        self._train(X, np.zeros(len(X), dtype=np.int64))
+        self._train_encoder(X, np.zeros(len(X), dtype=np.int64))
         self.labels_ = self._logits(X)[..., 0].argmax(dim=1).numpy()
         self._fit_map(self.labels_, y)
         return self

@@ -16,7 +16,7 @@ import pandas as pd
 from tqdm import tqdm
 
 # The loaders import warn from here.
-from .._utils import _warn as warn
+from .._utils import _warn
 
 #: The twelve standard ECG leads in their conventional order and public spelling.
 STANDARD_LEADS = (
@@ -298,7 +298,7 @@ class ExclusionLog:
             return
         first = skipped[0]["reason"].rstrip(".")
         more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-        warn(
+        _warn(
             f"Skipped {len(skipped)} of {n_total} {what} that could not be used "
             f"(on_error='skip'): {first}{more}. The full list is in the returned "
             f"Bunch's 'excluded' DataFrame."

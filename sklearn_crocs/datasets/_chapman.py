@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
 
+from .._utils import _warn
 from ._base import (
     STANDARD_LEADS,
     ExclusionLog,
@@ -34,7 +35,6 @@ from ._base import (
     parse_sex,
     path_inside,
     progress,
-    warn,
 )
 from ._download import CHECKSUM_FILE, check_fetch_args, checksum_list, ensure_files
 from ._records import (
@@ -150,7 +150,7 @@ def _apply_unmapped(names, groups, reasons, unmapped, log):
             log.add(names[i], reasons[i], kind="filtered")
             keep[i] = False
     if unmapped == "drop":
-        warn(
+        _warn(
             f"Left out {len(unmapped_idx)} of {len(names)} records whose rhythm "
             f"is not in the paper's four groups (unmapped='drop'), e.g. "
             f"{names[unmapped_idx[0]]}: {reasons[unmapped_idx[0]]}. They are "

@@ -37,6 +37,7 @@ from sklearn.utils import Bunch
 from wfdb.io._signal import _required_byte_num
 from wfdb.io.header import HeaderSyntaxError, parse_header_content, rx_signal
 
+from .._utils import _warn
 from ..preprocessing._signals import check_rate
 from ._base import (
     UNIT_SCALE,
@@ -46,7 +47,6 @@ from ._base import (
     check_leads,
     check_on_error,
     parse_comments,
-    warn,
 )
 from ._records import (
     RawRecord,
@@ -508,7 +508,7 @@ def warn_repaired(names, signal_set):
     ]
     if repaired:
         shown = ", ".join(repaired[:5]) + (" ..." if len(repaired) > 5 else "")
-        warn(
+        _warn(
             f"Repaired {len(repaired)} WFDB header(s) whose record line names "
             f"the record with a file extension (e.g. 'E00271.mat' instead of "
             f"'E00271', as in the Georgia/CinC challenge data): {shown}. The "

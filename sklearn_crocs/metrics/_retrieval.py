@@ -1,6 +1,5 @@
 """Retrieval metrics of CROCS: precision at K by number of matched attributes (Eq. 5, Table 2)."""
 
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -10,6 +9,7 @@ from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._attributes import as_attribute_frame, joint_codes
+from .._utils import _warn
 
 __all__ = ["chance_precision_at_k", "matchable_queries", "precision_at_k", "retrieval_report"]
 
@@ -313,20 +313,18 @@ def _precision(true_codes, query_codes, indices, k, min_matches, no_match):
         return float(np.mean(hits))
     matchable = _matchable(true_codes, query_codes, min_matches)
     if not matchable.all():
-        warnings.warn(
+        _warn(
             f"precision_at_k excluded {int((~matchable).sum())} of {len(matchable)} "
             f"queries that no item in y_true matches on {min_matches} or more "
             "attributes (no_match='exclude').",
             UserWarning,
-            stacklevel=4,  # the caller of the public function (validate_params wraps it)
         )
     if not matchable.any():
-        warnings.warn(
+        _warn(
             f"No query has an item in y_true that matches it on {min_matches} or more "
             "attributes, so precision_at_k with no_match='exclude' is undefined; "
             "returning NaN. Use no_match='zero' to count such queries as misses.",
             UndefinedMetricWarning,
-            stacklevel=4,  # the caller of the public function (validate_params wraps it)
         )
         return float("nan")
     return float(np.mean(hits[matchable]))

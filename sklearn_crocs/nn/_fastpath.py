@@ -152,6 +152,10 @@ class ReLUMaxPoolDropout(nn.Module):
     channels-last layout); pooling runs over the last axis, and masks and
     gradients keep the input's memory layout.
 
+    It is public because the encoders' ``features`` hold it (one per
+    :class:`CNNEncoder` stage): code that inspects or edits an encoder meets
+    it, and :meth:`plain` gives its standard-layer form.
+
     Read more in the :ref:`User Guide <method>`.
 
     Parameters

@@ -8,9 +8,9 @@ along with every frame or instance, so that splits stay at the patient level.
 """
 
 from ._age_groups import AgeGroupEncoder
+from ._conditioner import SignalConditioner
 from ._signals import (
     FrameNormalizer,
-    SignalConditioner,
     check_signal_layout,
     leads_as_instances,
     make_frames,

@@ -10,6 +10,7 @@ from sklearn.preprocessing import KBinsDiscretizer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._doc_link import DocLinkMixin
+from .._utils import _warn
 
 
 class AgeGroupEncoder(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -108,12 +109,11 @@ class AgeGroupEncoder(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, Base
         integral = bool(np.all(X == np.round(X)))
         self.labels_ = _group_labels(self.bin_edges_, integral)
         if len(self.labels_) < self.n_groups:
-            warnings.warn(
+            _warn(
                 f"AgeGroupEncoder made {len(self.labels_)} age groups, not n_groups="
                 f"{self.n_groups}: ties among the ages make quantile edges coincide. Pass "
                 f"n_groups={len(self.labels_)} to ask for the groups that were made.",
                 UserWarning,
-                stacklevel=2,
             )
         return self
 

@@ -1,9 +1,14 @@
 """The skorch net: loss parts, modes set once per call, inference batch sizes, Accelerate."""
 
+import ast
+import inspect
+import textwrap
+
 import numpy as np
 import pytest
 import torch
 from conftest import make_small_net
+from skorch import NeuralNet
 
 from sklearn_crocs.nn import ArrayDataset, CROCSNet
 from sklearn_crocs.nn._data import BatchIterator
@@ -254,3 +259,33 @@ def test_two_accelerate_processes_train_as_one_with_their_joint_batch(tmp_path):
     np.testing.assert_allclose(two["embeddings"], one["embeddings"], atol=1e-6)
     np.testing.assert_allclose(two["valid_loss"], one["valid_loss"], rtol=1e-5)
     np.testing.assert_array_equal(two["labels"], one["labels"])
+
+
+# ------------------------------------------------- the copies of skorch's steps
+# CROCSNet copies the bodies of skorch's train_step_single and validation_step
+# to set the modes only where they differ (_set_modes for skorch's private
+# _set_training, before every batch) and to record the loss parts after the
+# validation step. These are the only differences; an upgrade of skorch that
+# changes the steps fails here, so that the copies are brought up to date.
+COPY_DIFFERENCES = [("self._set_modes(", "self._set_training("), ("self._record_loss_parts()", "")]
+
+
+def _body(function, replace=()):
+    """AST of ``function``'s body without its docstring, after textual replacements."""
+    source = textwrap.dedent(inspect.getsource(function))
+    for old, new in replace:
+        source = source.replace(old, new)
+    body = ast.parse(source).body[0].body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return [ast.dump(node) for node in body if not (
+        isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)  # a removed call
+    )]
+
+
+@pytest.mark.parametrize("name", ["train_step_single", "validation_step"])
+def test_copied_steps_are_the_installed_skorchs(name):
+    ours = _body(getattr(CROCSNet, name), COPY_DIFFERENCES)
+    assert ours == _body(getattr(NeuralNet, name))
+    # Guard: the comparison sees a difference when there is one.
+    assert _body(getattr(CROCSNet, name)) != _body(getattr(NeuralNet, name))

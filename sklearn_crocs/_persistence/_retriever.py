@@ -1,8 +1,14 @@
-"""PrototypeRetriever's model files: its parameters, its estimator and optionally the database.
+"""The retriever document: what a :class:`~sklearn_crocs.PrototypeRetriever` file holds.
 
-The estimator is stored when it is a CROCSClusterer, optionally after
-FrameNormalizer steps in a Pipeline and wrapped in FrozenEstimator; the
-file format is :mod:`sklearn_crocs._persistence`'s.
+Its document adds to the format's header
+(:mod:`sklearn_crocs._persistence._format`) the fields ``params`` (less
+``_NOT_SAVED``), ``estimator`` (a nested ``{kind: content}`` spec whose
+``CROCSClusterer`` holds the estimator document of
+:mod:`sklearn_crocs._persistence._estimator`, its tensors under
+``"estimator."``) and ``indexed``; the tensor ``embeddings`` holds the
+database when ``indexed`` is true. The estimator is stored when it is a
+CROCSClusterer, optionally after FrameNormalizer steps in a Pipeline and
+wrapped in FrozenEstimator.
 """
 
 import os
@@ -10,20 +16,19 @@ import os
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 
-from ._base import estimator_from_state, estimator_state
-from ._clusterer import CROCSClusterer
-from ._persistence import (
+from .._clusterer import CROCSClusterer
+from .._utils import _crocs_step
+from ..preprocessing import FrameNormalizer
+from ._estimator import estimator_from_state, estimator_state
+from ._format import (
     MAX_NESTING,
-    CallerError,
-    InvalidModelFileError,
     check_load_args,
     decode_params,
+    document_errors,
     encode_value,
     read_model_file,
     write_model_file,
 )
-from ._utils import _crocs_step
-from .preprocessing import FrameNormalizer
 
 # Parameters that a file never sets: an object of any class, which a file that
 # runs no code cannot restore, and a path on the user's machine, which only the
@@ -129,7 +134,7 @@ def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
     check_load_args(device, encoder, sha256)
     document, tensors = read_model_file(path, "PrototypeRetriever", sha256)
     path = os.fspath(path)
-    try:
+    with document_errors(path, "PrototypeRetriever"):
         if not isinstance(document.get("params"), dict):
             raise ValueError("the retriever's parameters are not an object")
         params = decode_params(document, _NOT_SAVED, path)
@@ -148,13 +153,4 @@ def load_retriever(cls, path, *, device=None, encoder=None, sha256=None):
             width = _crocs_step(estimator).prototypes_.shape[1]
             if embeddings.ndim != 2 or embeddings.shape[1] != width:
                 raise ValueError(f"embeddings have shape {embeddings.shape}, not (n, {width})")
-    except (InvalidModelFileError, CallerError):
-        raise
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError,
-            ArithmeticError) as exc:  # fmt: skip
-        raise InvalidModelFileError(
-            f"{path}: the model document and tensors do not describe a valid "
-            f"PrototypeRetriever ({type(exc).__name__}: {exc}). The file was altered or "
-            "written by an incompatible version."
-        ) from exc
     return retriever, embeddings

@@ -1,29 +1,8 @@
-"""The ``sklearn-crocs`` command: CROCS on ECG records, without Python.
+"""The ``sklearn-crocs`` argument parser, one function a command, and its entry point.
 
-``sklearn-crocs fit``, ``predict``, ``search`` and ``score`` read a folder of WFDB
-records (e.g. PhysioNet/CinC challenge or LUDB folders) and EDF/EDF+ files,
-an EDF file, a ``.npy``/``.npz`` array with ``--sampling-rate``, or the
-bundled data (``bundled:ptbxl-sample``, ``bundled:ludb``). Each record is
-read at its own rate, conditioned whole to the working rate
-(:class:`~sklearn_crocs.preprocessing.SignalConditioner`, the estimator's
-``working_rate`` by default), cut into frames
-(:func:`~sklearn_crocs.preprocessing.make_frames`), and a
-:class:`~sklearn_crocs.CROCSClusterer` is trained, applied or queried. The
-model folder holds the estimator's safe file and the reading settings
-(``settings.json``), so that ``predict`` and ``search`` prepare new records
-exactly as ``fit`` did, whatever their rate. Without a subcommand the command
-runs the main job (:mod:`sklearn_crocs._main`).
-
-This module holds only the argument parser: numpy, pandas and torch are
-imported with :mod:`sklearn_crocs._commands` once a command has been parsed,
-so that ``--help`` answers at once.
-
-Exit status: 0 on success, 2 for a malformed command line, 1 for any other
-error (unreadable data, existing output, invalid query), reported on one line
-of standard error; ``--debug`` shows the traceback instead. Record contents
-and patient attributes are never printed: standard output and error carry
-counts, record names, file problems and the model's categories; predicted
-attributes go only to the ``--out`` file.
+This module imports nothing heavy: numpy, pandas and torch are imported with
+:mod:`sklearn_crocs.cli._commands` once a command has been parsed, so that
+``--help`` answers at once.
 """
 
 import argparse
@@ -31,9 +10,9 @@ import re
 import sys
 import warnings
 
-from . import __version__
-from ._cli_common import BUNDLED, CommandError, escape
-from ._main import main as main_job
+from .. import __version__
+from ._common import BUNDLED, CommandError, escape
+from ._job import main as main_job
 
 SUBCOMMANDS = ("fit", "predict", "search", "score")
 # Whether fit conditions whole records (band-pass 0.5-40 Hz, per-lead z-score)
@@ -86,7 +65,8 @@ def _positive_float(text):
     return value
 
 
-def _parser():
+def _common_parser():
+    """The arguments of every command: the records, the model and how to read them."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "records",
@@ -125,16 +105,10 @@ def _parser():
     )
     common.add_argument("--quiet", action="store_true", help="no progress bars or epoch lines")
     common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    return common
 
-    parser = argparse.ArgumentParser(
-        prog="sklearn-crocs",
-        description="CROCS on ECG records (WFDB, EDF/EDF+, .npy/.npz arrays or the bundled "
-        "data). Without a subcommand, "
-        "sklearn-crocs runs the main job on the bundled data (see sklearn-crocs --help).",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
 
+def _fit_parser(sub, common):
     fit = sub.add_parser(
         "fit",
         parents=[common],
@@ -147,6 +121,13 @@ def _parser():
         "frames of --frame-seconds. Records with an unknown value of an attribute are "
         "left out of training. Age is binned into groups learned from the records.",
     )
+    _add_attribute_arguments(fit)
+    _add_reading_arguments(fit)
+    _add_estimator_arguments(fit)
+
+
+def _add_attribute_arguments(fit):
+    """Where fit reads the attributes and how it groups them."""
     fit.add_argument(
         "--attributes",
         required=True,
@@ -186,6 +167,10 @@ def _parser():
         default=4,
         help="number of age groups, quantiles of the records' ages (default: 4)",
     )
+
+
+def _add_reading_arguments(fit):
+    """How fit conditions records and cuts frames; settings.json keeps them for the others."""
     fit.add_argument(
         "--working-rate",
         type=_positive_float,
@@ -230,6 +215,10 @@ def _parser():
         help="scaling of each lead: of the whole record with conditioning, of each "
         "frame without (default: zscore)",
     )
+
+
+def _add_estimator_arguments(fit):
+    """The estimator's parameters that the command sets."""
     fit.add_argument("--encoder", choices=["resnet", "cnn"], default=None)
     fit.add_argument("--embedding-dim", type=_positive_int, default=None)
     fit.add_argument("--max-epochs", type=_positive_int, default=None)
@@ -251,6 +240,8 @@ def _parser():
     )
     fit.add_argument("--random-state", type=int, default=0)
 
+
+def _predict_parser(sub, common):
     predict = sub.add_parser(
         "predict",
         parents=[common],
@@ -268,6 +259,8 @@ def _parser():
         "predicted value (summed over the prototypes that have it)",
     )
 
+
+def _search_parser(sub, common):
     search = sub.add_parser(
         "search",
         parents=[common],
@@ -295,6 +288,8 @@ def _parser():
     )
     search.add_argument("--out", required=True, metavar="CSV", help="the file to write")
 
+
+def _score_parser(sub, common):
     score = sub.add_parser(
         "score",
         parents=[common],
@@ -323,6 +318,20 @@ def _parser():
         help="numbers of frames retrieved per prototype in the retrieval table (default: "
         "1 5 10)",
     )
+
+
+def _parser():
+    common = _common_parser()
+    parser = argparse.ArgumentParser(
+        prog="sklearn-crocs",
+        description="CROCS on ECG records (WFDB, EDF/EDF+, .npy/.npz arrays or the bundled "
+        "data). Without a subcommand, "
+        "sklearn-crocs runs the main job on the bundled data (see sklearn-crocs --help).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add_command in (_fit_parser, _predict_parser, _search_parser, _score_parser):
+        add_command(sub, common)
     return parser
 
 
@@ -390,7 +399,7 @@ def _check_device(device):
     """Refuse a --device that torch cannot use here, before any record is read."""
     if device is None:
         return
-    from ._utils import _device_problem  # imports torch: only when a device is asked for
+    from .._utils import _device_problem  # imports torch: only when a device is asked for
 
     problem = _device_problem(device)
     if problem is not None:

@@ -28,7 +28,7 @@ import os
 import platform
 import re
 import types
-import warnings
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -40,11 +40,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from ._attributes import LAYOUTS
-from ._guards import activation_size
-from ._utils import _atomic_path, _device_problem, _python_value
-from .nn._augment import RandomWindow
-from .preprocessing import SignalConditioner
+from .._guards import activation_size
+from .._utils import _atomic_path, _device_problem, _python_value, _warn
+from ..nn._augment import RandomWindow
+from ..preprocessing import SignalConditioner
 
 __all__ = ["InvalidModelFileError"]
 
@@ -74,7 +73,7 @@ _ATTRIBUTE_DTYPES = frozenset(
 # Dtypes of arrays of attribute values, as numpy writes them (dtype.str).
 _VALUE_DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|U(\d{1,9}))")
 # Largest input a loaded model accepts: 4096 leads, 2**31 samples per lead.
-_MAX_LEADS, _MAX_TIMEPOINTS = 4096, 2**31
+MAX_LEADS, MAX_TIMEPOINTS = 4096, 2**31
 # Largest tensor (elements) of a one-ECG forward pass that a model file may
 # describe: 8 MiB of float32, a 64-channel ResNet stem over 65,536 samples
 # (over 10 minutes at 100 Hz). Loading probes the model on 4 frames, and the
@@ -104,7 +103,7 @@ class InvalidModelFileError(ValueError):
 
 
 def _versions():
-    from . import __version__
+    from .. import __version__
 
     return {
         "sklearn_crocs": __version__,
@@ -492,7 +491,7 @@ def _check_header(path, kind, document):
     version = document.get("format_version")
     written_by = (document.get("versions") or {}).get("sklearn_crocs", "an unknown version")
     if version != FORMAT_VERSION:
-        from . import __version__
+        from .. import __version__
 
         raise InvalidModelFileError(
             f"{path} was written by sklearn-crocs {written_by} in model format version "
@@ -524,11 +523,33 @@ class CallerError(ValueError):
     """A load argument that does not fit the file: the caller's error, not a damaged file."""
 
 
+@contextmanager
+def document_errors(path, what):
+    """Report any error that rebuilding a ``what`` from a file raises as an InvalidModelFileError.
+
+    What a document can make go wrong (a wrong type, size or value; an
+    InvalidParameterError is a ValueError, ``load_state_dict`` raises
+    RuntimeError) is the file's fault, not the caller's.
+    """
+    try:
+        yield
+    except (InvalidModelFileError, CallerError):
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError,
+            ArithmeticError) as exc:  # fmt: skip
+        raise InvalidModelFileError(
+            f"{path}: the model document and tensors do not describe a valid {what} "
+            f"({type(exc).__name__}: {exc}). The file was altered or written by an "
+            "incompatible version."
+        ) from exc
+
+
 # ------------------------------------------------------- document checks
 # Each field of a document: (check, what it must be, required). Checked before
 # anything is built from the document, so that a value of the wrong type or
-# size is refused by name; add a row for each new field.
-def _is_int(lo, hi=None):
+# size is refused by name; each document's module lists its fields (add a row
+# for each new one).
+def is_int(lo, hi=None):
     def check(value):
         return (
             isinstance(value, int)
@@ -540,7 +561,7 @@ def _is_int(lo, hi=None):
     return check
 
 
-def _is_list(check, lo=0, hi=None):
+def is_list(check, lo=0, hi=None):
     def check_list(value):
         return (
             isinstance(value, list)
@@ -551,76 +572,79 @@ def _is_list(check, lo=0, hi=None):
     return check_list
 
 
-def _is_str(value):
+def is_str(value):
     return isinstance(value, str)
 
 
-def _is_number(value):
+def is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
-def _is_none_or_finite(low, *, strict):
+def is_none_or_finite(low, *, strict):
     def check(value):
         if value is None:
             return True
-        if not _is_number(value) or value == float("inf"):
+        if not is_number(value) or value == float("inf"):
             return False
         return low < value if strict else low <= value
 
     return check
 
 
-def _is_bin_edges(value):
+def is_bin_edges(value):
     return isinstance(value, dict) and all(
-        _is_list(_is_number, 3)(edges) and edges == sorted(edges) for edges in value.values()
+        is_list(is_number, 3)(edges) and edges == sorted(edges) for edges in value.values()
     )
 
 
-ESTIMATOR_FIELDS = {
-    "class": (_is_str, "a class name", True),
+# The fields that open the documents of an estimator with an encoder (the
+# estimator's and the pretrainer's), and the shape of its input.
+ESTIMATOR_HEAD_FIELDS = {
+    "class": (is_str, "a class name", True),
     "params": (lambda v: isinstance(v, dict), "an object of parameters", True),
     "encoder": (
-        lambda v: isinstance(v, str) or (isinstance(v, dict) and _is_str(v.get("class"))),
+        lambda v: isinstance(v, str) or (isinstance(v, dict) and is_str(v.get("class"))),
         "an encoder name or {'class': name}",
         True,
     ),
-    "attribute_names": (_is_list(_is_str, 1), "a list of names", True),
-    "categories": (_is_list(lambda v: isinstance(v, dict), 1), "a list of value arrays", True),
-    "attribute_dtypes": (_is_list(lambda v: isinstance(v, dict), 1), "a list of dtypes", True),
-    "y_kind": (lambda v: _is_str(v) and v in LAYOUTS, f"one of {LAYOUTS}", True),
-    # Files written before continuous attributes existed have no bin edges.
-    "bin_edges": (_is_bin_edges, "increasing numbers per attribute", False),
-    "class_index": (_is_int(0), "an attribute position", True),
-    "input_shape": (
-        lambda v: isinstance(v, list)
-        and len(v) == 2
-        and _is_int(1, _MAX_LEADS)(v[0])
-        and _is_int(1, _MAX_TIMEPOINTS)(v[1])
-        and v[0] * v[1] <= MAX_ACTIVATION,
-        f"[leads <= {_MAX_LEADS}, samples] with leads x samples <= {MAX_ACTIVATION}",
-        True,
-    ),
-    "fit_ndim": (lambda v: v in (2, 3) and not isinstance(v, bool), "2 or 3", True),
-    "n_features_in": (_is_int(1), "a positive integer", True),
-    "feature_names_in": (lambda v: v is None or _is_list(_is_str)(v), "null or names", True),
-    # One history per net of an ensemble after the first (files before ensembles: none).
-    "ensemble_histories": (
-        _is_list(_is_list(lambda v: isinstance(v, dict))), "a list of training histories", False
-    ),
-    "history": (_is_list(lambda v: isinstance(v, dict)), "a list of epochs", True),
-    # Files written before sampling rates existed have neither.
-    "sampling_rate": (_is_none_or_finite(0, strict=True), "null or a finite number > 0", False),
-    "signal_scale": (_is_none_or_finite(0, strict=False), "null or a finite number >= 0", False),
 }
+INPUT_SHAPE_FIELD = (
+    lambda v: isinstance(v, list)
+    and len(v) == 2
+    and is_int(1, MAX_LEADS)(v[0])
+    and is_int(1, MAX_TIMEPOINTS)(v[1])
+    and v[0] * v[1] <= MAX_ACTIVATION,
+    f"[leads <= {MAX_LEADS}, samples] with leads x samples <= {MAX_ACTIVATION}",
+    True,
+)
 
-PRETRAINER_FIELDS = {
-    "class": (_is_str, "a class name", True),
-    "params": (lambda v: isinstance(v, dict), "an object of parameters", True),
-    "encoder": ESTIMATOR_FIELDS["encoder"],
-    "input_shape": ESTIMATOR_FIELDS["input_shape"],
-    "n_features_in": (_is_int(1, _MAX_LEADS), "a number of leads", True),
-    "loss_curve": (_is_list(_is_number, 1), "a list of numbers", True),
-}
+
+def head_document(estimator, not_saved):
+    """The ``ESTIMATOR_HEAD_FIELDS`` of ``estimator``: its class, parameters and encoder.
+
+    ``not_saved`` names the parameters left out: objects of any class, which
+    a file that runs no code cannot restore (the loaded estimator has None),
+    and the encoder, which is stored by name.
+    """
+    params = estimator.get_params(deep=False)
+    encoder = params["encoder"]
+    return {
+        "class": type(estimator).__name__,
+        "params": {
+            k: encode_value(v, f"parameter {k}") for k, v in params.items() if k not in not_saved
+        },
+        "encoder": encoder if isinstance(encoder, str) else {"class": class_name(encoder)},
+    }
+
+
+def head_estimator(cls, document, not_saved, path, *, device, encoder, verb="fitted"):
+    """An unfitted ``cls`` with the parameters of the document's head, validated."""
+    params = decode_params(document, not_saved, path)
+    params["encoder"] = resolve_encoder(document["encoder"], encoder, path, cls.__name__, verb)
+    params["device"] = resolve_device(params.get("device", "cpu"), device, path)
+    estimator = cls(**params)
+    estimator._validate_params()
+    return estimator
 
 
 def check_fields(document, fields, what):
@@ -681,12 +705,11 @@ def resolve_device(saved, device, path):
     problem = _device_problem(saved)
     if problem is None:
         return saved
-    warnings.warn(
+    _warn(
         f"{path} was saved with device={str(saved)!r}, which is not usable here "
         f"({problem}); loading it on the CPU with device='cpu'. Pass device= to "
         "choose another.",
         UserWarning,
-        stacklevel=4,
     )
     return "cpu"
 

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__
+from .. import __version__
 
 # LUDB's setting: the paper's Chapman protocol, with early stopping on 20 %
 # of all patients (a quarter of the training ones), at the constant rate it
@@ -42,7 +42,7 @@ def _figure(model, X, y, class_attribute, title, path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from .plotting import PrototypeDisplay
+    from ..plotting import PrototypeDisplay
 
     display = PrototypeDisplay.from_estimator(model, X, y, class_attribute=class_attribute)
     display.ax_.set_title(title)
@@ -84,9 +84,9 @@ def main(argv=None):
     # Imported here, not at the top: torch takes seconds to import and --help needs none of it.
     import numpy as np
 
-    from ._clusterer import CROCSClusterer
-    from .datasets import load_ludb_instances, load_ptbxl_sample_frames
-    from .metrics import evaluate_prototypes
+    from .._clusterer import CROCSClusterer
+    from ..datasets import load_ludb_instances, load_ptbxl_sample_frames
+    from ..metrics import evaluate_prototypes
 
     start = time.perf_counter()
     if args.dataset == "ptbxl":

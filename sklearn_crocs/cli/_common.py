@@ -1,5 +1,5 @@
-"""What the command line's parser (:mod:`sklearn_crocs._cli`) and its commands
-(:mod:`sklearn_crocs._commands`) share: file names, the error type, notes.
+"""What the command line's parser (:mod:`sklearn_crocs.cli._parser`) and its commands
+(:mod:`sklearn_crocs.cli._commands`) share: file names, the error type, notes.
 
 A module of its own so that the commands need not import the parser, which
 imports them once a command has been parsed; it imports nothing heavy.
