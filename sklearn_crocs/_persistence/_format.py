@@ -41,7 +41,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from .._guards import activation_size
-from .._utils import _atomic_path, _device_problem, _python_value, _warn
+from .._utils import _atomic_path, _device_problem, _python_value, _warn, escape
 from ..nn._augment import RandomWindow
 from ..preprocessing import SignalConditioner
 
@@ -100,6 +100,10 @@ class InvalidModelFileError(ValueError):
     >>> issubclass(InvalidModelFileError, ValueError)
     True
     """
+
+    def __init__(self, message, *args):
+        # File names, header values and labels in the message come from files.
+        super().__init__(escape(message, lines=True), *args)
 
 
 def _versions():

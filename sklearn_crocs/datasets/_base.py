@@ -16,7 +16,7 @@ import pandas as pd
 from tqdm import tqdm
 
 # The loaders import warn from here.
-from .._utils import _warn
+from .._utils import _warn, escape
 
 #: The twelve standard ECG leads in their conventional order and public spelling.
 STANDARD_LEADS = (
@@ -57,6 +57,10 @@ class InvalidRecordError(ValueError):
     >>> issubclass(InvalidRecordError, ValueError)
     True
     """
+
+    def __init__(self, message, *args):
+        # File names, header values and labels in the message come from files.
+        super().__init__(escape(message, lines=True), *args)
 
 
 def get_data_home(data_home=None):

@@ -298,3 +298,29 @@ def test_invalid_gain_names_the_right_lead_and_field(tmp_path, gain):
         InvalidRecordError, match=rf"lead 'ii' \(signal line 2\) has an invalid ADC gain .*'{field}'"
     ):
         _load(header)
+
+
+@pytest.mark.bad_input(
+    "Read", "ESC sequences and U+202E in a record name (Python errors, warnings)", "(escaped)"
+)
+def test_record_names_are_escaped_in_errors_and_warnings(tmp_path, ludb_dir):
+    # A file name reaches the terminal in the exception or warning text: its
+    # control and bidi characters are shown as escapes, never acted on.
+    name = "x\x1b[2J\u202eevil"
+    for suffix in (".hea", ".dat"):
+        shutil.copy(ludb_dir / f"12{suffix}", tmp_path / f"12{suffix}")
+    (tmp_path / f"{name}.hea").write_text((ludb_dir / "11.hea").read_text())  # no .dat
+    with pytest.raises(InvalidRecordError) as info:
+        load_wfdb(tmp_path)
+    skipped = [w.message.args[0] for w in _skip_warnings(tmp_path)]
+    assert len(skipped) == 1
+    for text in (str(info.value), *skipped):
+        assert "\x1b" not in text and "\u202e" not in text
+        assert "x\\x1b[2J\\u202eevil" in text
+
+
+def _skip_warnings(folder):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_wfdb(folder, on_error="skip")
+    return [w for w in caught if "Skipped" in str(w.message)]
