@@ -31,7 +31,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._doc_link import DocLinkMixin
+from ._display import DocLinkMixin
 from ._persistence._pretrainer import PretrainerFile
 from ._utils import _draw_seed
 from .nn._encoders import ENCODERS, CNNEncoder, encoder_class

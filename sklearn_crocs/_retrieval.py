@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from tqdm import tqdm
 
 from ._ann import INDEX_PARAMS, FaissIndex
-from ._doc_link import DocLinkMixin
+from ._display import DocLinkMixin
 from ._persistence._retriever import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
 from ._utils import _atomic_path, _crocs_step, _length_groups, _python_value

@@ -17,6 +17,8 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 from sklearn.utils import check_random_state
 
+from ._display import escape
+
 
 def _python_value(value):
     """A numpy scalar as the Python scalar it holds, for readable messages and JSON."""
@@ -172,26 +174,6 @@ _WRAPPERS = {
     (os.path.join("sklearn", "utils", "_param_validation.py"), "wrapper"),
 }
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-# Characters that act on a terminal instead of showing: C0 and C1 controls
-# (ESC starts colour and cursor sequences), DEL, and the bidirectional marks
-# and overrides (U+202E shows the text after it backwards).
-_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
-_UNSAFE_IN_TEXT = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")  # keeps \t and \n
-
-
-def escape(text, *, lines=False):
-    """``text`` with control and bidi characters as ``repr`` escapes (``\\x1b``, ``\\u202e``).
-
-    Labels, header values and record names come from the user's files and
-    reach the terminal in the lines the command line prints (``lines=False``:
-    one line, everything escaped) and in the package's exception and warning
-    texts (``lines=True``: line breaks and tabs kept).
-    """
-    pattern = _UNSAFE_IN_TEXT if lines else _UNSAFE
-    return pattern.sub(lambda match: repr(match.group())[1:-1], str(text))
 
 
 def _warn(message, category=UserWarning):

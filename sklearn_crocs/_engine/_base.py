@@ -28,7 +28,7 @@ from skorch.callbacks import PassthroughScoring
 from tqdm import tqdm
 
 from .._attributes import AttributeCodec
-from .._doc_link import DocLinkMixin
+from .._display import DocLinkMixin
 from .._guards import activation_size, check_fit_memory, check_training
 from .._persistence._estimator import EstimatorFile
 from .._utils import _draw_seed, _length_groups, _nearest, _silent, _warn

@@ -40,8 +40,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from .._display import EscapedMessageMixin
 from .._guards import activation_size
-from .._utils import _atomic_path, _device_problem, _python_value, _warn, escape
+from .._utils import _atomic_path, _device_problem, _python_value, _warn
 from ..nn._augment import RandomWindow
 from ..preprocessing import SignalConditioner
 
@@ -84,7 +85,7 @@ MAX_ACTIVATION = 2**21
 MAX_NESTING = 16
 
 
-class InvalidModelFileError(ValueError):
+class InvalidModelFileError(EscapedMessageMixin, ValueError):
     """A model file cannot be loaded: wrong format, version, or damaged content.
 
     Raised by :meth:`CROCSClusterer.load <sklearn_crocs.CROCSClusterer.load>`
@@ -100,10 +101,6 @@ class InvalidModelFileError(ValueError):
     >>> issubclass(InvalidModelFileError, ValueError)
     True
     """
-
-    def __init__(self, message, *args):
-        # File names, header values and labels in the message come from files.
-        super().__init__(escape(message, lines=True), *args)
 
 
 def _versions():

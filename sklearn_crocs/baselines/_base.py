@@ -13,7 +13,7 @@ from torch import nn
 
 from .._attributes import as_attribute_frame, combination_labels
 from .._clusterer import CROCSClusterer
-from .._doc_link import DocLinkMixin
+from .._display import DocLinkMixin
 from .._engine._neural import NeuralEstimatorMixin
 from .._utils import _draw_seed, _silent
 from ..nn import ArrayDataset, CROCSNet

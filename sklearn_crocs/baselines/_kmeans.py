@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._clusterer import CROCSClusterer
-from .._doc_link import DocLinkMixin
+from .._display import DocLinkMixin
 from .._engine._neural import SignalMixin
 from ._base import MAPPING_CONSTRAINT, AttributeMapMixin
 

@@ -7,7 +7,7 @@ imports them once a command has been parsed; it imports nothing heavy.
 
 import sys
 
-from .._utils import escape
+from .._display import escape
 
 MODEL_FILE = "model.safetensors"
 SETTINGS_FILE = "settings.json"

@@ -16,7 +16,8 @@ import pandas as pd
 from tqdm import tqdm
 
 # The loaders import warn from here.
-from .._utils import _warn, escape
+from .._display import EscapedMessageMixin
+from .._utils import _warn
 
 #: The twelve standard ECG leads in their conventional order and public spelling.
 STANDARD_LEADS = (
@@ -42,7 +43,7 @@ UNIT_SCALE = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}
 _ON_ERROR_OPTIONS = ("raise", "skip")
 
 
-class InvalidRecordError(ValueError):
+class InvalidRecordError(EscapedMessageMixin, ValueError):
     """A record (signal file, header or metadata row) cannot be used.
 
     Raised by the loaders of :mod:`sklearn_crocs.datasets` with a message that
@@ -57,10 +58,6 @@ class InvalidRecordError(ValueError):
     >>> issubclass(InvalidRecordError, ValueError)
     True
     """
-
-    def __init__(self, message, *args):
-        # File names, header values and labels in the message come from files.
-        super().__init__(escape(message, lines=True), *args)
 
 
 def get_data_home(data_home=None):

@@ -12,7 +12,7 @@ from skorch.dataset import unpack_data
 from skorch.hf import AccelerateMixin
 from skorch.utils import to_device
 
-from .._doc_link import DocLinkMixin
+from .._display import DocLinkMixin
 from ._data import ArrayDataset, BatchIterator, training_loader
 
 __all__ = ["AcceleratedCROCSNet", "CROCSNet"]

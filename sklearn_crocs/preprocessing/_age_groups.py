@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.preprocessing import KBinsDiscretizer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._doc_link import DocLinkMixin
+from .._display import DocLinkMixin
 from .._utils import _warn
 
 

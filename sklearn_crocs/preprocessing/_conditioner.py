@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import validate_data
 
-from .._doc_link import DocLinkMixin
+from .._display import DocLinkMixin
 from .._utils import _length_groups, _warn
 from ._signals import (
     MAX_RATE,

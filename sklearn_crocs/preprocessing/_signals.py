@@ -18,7 +18,7 @@ from scipy.signal import resample_poly
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import validate_data
 
-from .._doc_link import DocLinkMixin
+from .._display import DocLinkMixin
 from .._utils import _warn
 
 NORMALIZE_METHODS = ("zscore", "minmax")
