@@ -1,0 +1,97 @@
+"""The levers of issue 39 at the size users train on: mean prototypes, whole records, ensembles.
+
+Protocol (the data, splits and scoring of ``bench_curve.py``): per seed,
+``CROCSClusterer()`` with its defaults and with ``ensemble_size=2`` is fitted
+on every training record (by default scored on a validation fold of 20 % of
+the training patients, ``--test`` scores the test patients), each scored with
+its learned (CP) and mean (TP) prototypes, on 5-s frames and on whole
+records (the two frames averaged, ``longer_signals="average"``). Printed:
+mean (std) over the seeds, the paired difference of each row from the
+defaults' CP frames, and the fit time.
+
+Usage::
+
+    python benchmarks/bench_levers.py --seeds 0 1
+    python benchmarks/bench_levers.py --combine levers_0.csv levers_1.csv
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _ptbxl_all import frames, load_records  # noqa: E402
+from bench_accuracy import mean_std  # noqa: E402
+from bench_curve import fit, parts, scored  # noqa: E402
+
+from _utils import machine_summary  # noqa: E402
+
+SCORES = [("class", "Acc"), ("sex", "Acc"), ("age", "Acc"), ("combination", "Acc"),
+          ("class", "AMI"), ("P@10", "=3")]  # fmt: skip
+FITS = {"defaults": {}, "ensemble_size=2": {"ensemble_size": 2}}
+BASE = "defaults"
+
+
+def run_seed(records, seed, test):
+    train, scored_part = parts(records, seed, validation=not test)
+    (X, y, g), (X_test, y_test, _) = frames(records, train, [train, scored_part])
+    rows = {}
+    for name, params in FITS.items():
+        model, seconds = fit(params, X, y, g, seed)
+        for suffix, row in scored(model, X_test, y_test, X, y, whole=True).items():
+            rows[f"{name}{suffix}"] = {**row, ("fit", "s"): seconds}
+        print(f"seed {seed}: {name} done ({seconds:.0f} s)", flush=True)
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    return table
+
+
+def report(tables, output, part):
+    mean, std, text = mean_std(tables)
+    pd.concat({"mean": mean, "std": std}, axis=1).to_csv(output)
+    with pd.option_context("display.width", 250, "display.max_columns", 50):
+        print(f"\n% on the {part}: mean (std) over {len(tables)} split(s)")
+        print(text[SCORES + [("fit", "s")]].to_string())
+        print("\nMinus the defaults (CP prototypes, frames), paired by split (points)")
+        diffs = pd.concat(
+            [t[SCORES] - t.loc[BASE, SCORES] for t in tables], keys=range(len(tables))
+        )
+        grouped = diffs.groupby(level=1, sort=False)
+        paired = grouped.mean().map(lambda v: f"{v:+.1f}") + grouped.std(ddof=1).map(
+            lambda v: f" ({v:.1f})" if v == v else ""
+        )
+        print(paired.drop(index=BASE).to_string())
+    print(f"\nWritten to {output}")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--test", action="store_true", help="score the test patients")
+    parser.add_argument("--output", type=Path, default=Path("levers.csv"))
+    parser.add_argument("--combine", type=Path, nargs="+",
+                        help="join the --output files of one-seed runs")  # fmt: skip
+    args = parser.parse_args(argv)
+    part = "test patients" if args.test else "validation folds of the training patients"
+    if args.combine:
+        tables = [pd.read_csv(f, header=[0, 1, 2], index_col=0)["mean"] for f in args.combine]
+        return report(tables, args.output, part)
+    print(f"Machine: {machine_summary()}; load average {os.getloadavg()[0]:.2f}")
+    records = load_records()
+    start = time.perf_counter()
+    tables = []
+    for seed in args.seeds:
+        tables.append(run_seed(records, seed, args.test))
+        mean, std, _ = mean_std(tables)
+        pd.concat({"mean": mean, "std": std}, axis=1).to_csv(args.output)
+    print(f"total {time.perf_counter() - start:.0f} s")
+    return report(tables, args.output, part)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
