@@ -28,20 +28,30 @@ from _ptbxl_all import frames, load_records  # noqa: E402
 from bench_accuracy import mean_std  # noqa: E402
 from bench_curve import fit, parts, scored  # noqa: E402
 
+from sklearn_crocs._engine._neural import auto_max_epochs  # noqa: E402
+
 from _utils import machine_summary  # noqa: E402
 
 SCORES = [("class", "Acc"), ("sex", "Acc"), ("age", "Acc"), ("combination", "Acc"),
           ("class", "AMI"), ("P@10", "=3")]  # fmt: skip
-FITS = {"defaults": {}, "ensemble_size=2": {"ensemble_size": 2}}
+FITS = {
+    "defaults": lambda n: {},
+    "ensemble_size=2": lambda n: {"ensemble_size": 2},
+    # two nets in about the time of one: each gets half of the default epoch budget
+    "ensemble_size=2, half budget": lambda n: {
+        "ensemble_size": 2,
+        "max_epochs": max(1, round(auto_max_epochs(n) / 2)),
+    },
+}
 BASE = "defaults"
 
 
-def run_seed(records, seed, test):
+def run_seed(records, seed, test, fits):
     train, scored_part = parts(records, seed, validation=not test)
     (X, y, g), (X_test, y_test, _) = frames(records, train, [train, scored_part])
     rows = {}
-    for name, params in FITS.items():
-        model, seconds = fit(params, X, y, g, seed)
+    for name in fits:
+        model, seconds = fit(FITS[name](len(X)), X, y, g, seed)
         for suffix, row in scored(model, X_test, y_test, X, y, whole=True).items():
             rows[f"{name}{suffix}"] = {**row, ("fit", "s"): seconds}
         print(f"seed {seed}: {name} done ({seconds:.0f} s)", flush=True)
@@ -73,6 +83,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--test", action="store_true", help="score the test patients")
+    parser.add_argument(
+        "--fits",
+        nargs="+",
+        choices=list(FITS),
+        default=list(FITS)[:2],
+        help=f"the fits to compare (the first, {BASE!r}, is the baseline)",
+    )
     parser.add_argument("--output", type=Path, default=Path("levers.csv"))
     parser.add_argument("--combine", type=Path, nargs="+",
                         help="join the --output files of one-seed runs")  # fmt: skip
@@ -85,8 +102,9 @@ def main(argv=None):
     records = load_records()
     start = time.perf_counter()
     tables = []
+    fits = [BASE] + [name for name in dict.fromkeys(args.fits) if name != BASE]
     for seed in args.seeds:
-        tables.append(run_seed(records, seed, args.test))
+        tables.append(run_seed(records, seed, args.test, fits))
         mean, std, _ = mean_std(tables)
         pd.concat({"mean": mean, "std": std}, axis=1).to_csv(args.output)
     print(f"total {time.perf_counter() - start:.0f} s")
