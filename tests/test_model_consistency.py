@@ -73,21 +73,21 @@ _LOADERS = {
 
 # ------------------------------------ item 2: finite weights, non-finite outputs
 def _break_weights(path, case):
-    """Finite weights whose every output is NaN: a negative BatchNorm variance, or
-    weights near the float32 limit."""
+    """Finite weights, within the bound on stored values, whose every output is NaN: a
+    negative BatchNorm variance, or large weights in every layer."""
     names = list(_document(path)["tensors"])
     if case == "negative-running-var":
         name = next(n for n in names if n.endswith("running_var"))
         _forge(path, tensors={name: -_tensor(path, name).abs() - 1})
     else:
-        name = next(n for n in names if n.endswith("weight") and "encoder." in n)
-        _forge(path, tensors={name: torch.full_like(_tensor(path, name), 3e38)})
+        weights = [n for n in names if n.endswith("weight") and "encoder." in n]
+        _forge(path, tensors={n: torch.full_like(_tensor(path, n), 1e17) for n in weights})
 
 
 @pytest.mark.bad_input(
     "Model file", "finite weights whose outputs are NaN", "InvalidModelFileError"
 )
-@pytest.mark.parametrize("case", ["negative-running-var", "weights-3e38"])
+@pytest.mark.parametrize("case", ["negative-running-var", "every-weight-1e17"])
 @pytest.mark.parametrize("kind", ["clusterer", "retriever", "pretrainer"])
 def test_weights_that_give_nan_outputs_are_refused(model, pretrainer, data, tmp_path, kind, case):
     path = tmp_path / "model.safetensors"
@@ -353,12 +353,43 @@ def test_fuzz_findings_are_refused(model, pretrainer, data, tmp_path, case):
     model.save(path)
     prototypes = _tensor(path, "learned_prototypes").clone()
     if case == "one-huge-prototype":  # predict_proba was NaN
-        prototypes[0, 0] = 3e38
+        prototypes[0, 0] = 1e17
     else:
         prototypes.zero_()
     _forge(path, tensors={"learned_prototypes": prototypes})
     with pytest.raises(InvalidModelFileError, match="'learned_prototypes' holds rows that are not"):
         CROCSClusterer.load(path)
+
+
+@pytest.mark.bad_input(
+    "Model file", "one huge weight on a unit that the load's probe leaves at 0",
+    "InvalidModelFileError",
+)  # fmt: skip
+@pytest.mark.parametrize("kind", ["clusterer", "retriever", "pretrainer"])
+def test_a_huge_weight_the_probe_misses_is_refused(model, pretrainer, data, tmp_path, kind):
+    """Found by the fuzz in a pretrainer's head: a value of 3e38 on an input that is 0 for
+    every probe frame passed the probe, and real ECGs, which reach it, embedded as NaN."""
+    from sklearn_crocs._persistence._format import probe_signals
+
+    path = tmp_path / "model.safetensors"
+    _save(kind, model, pretrainer, data, path)
+    if kind == "pretrainer":
+        encoder, probe = pretrainer.encoder_, probe_signals(*pretrainer.input_shape_)
+    else:
+        encoder = model.net_.module_
+        probe = probe_signals(*model.input_shape_, model.sampling_rate_, model.signal_scale_)
+    seen = []
+    handle = encoder.head[1].register_forward_hook(lambda m, inputs, out: seen.append(inputs[0]))
+    with torch.no_grad():
+        encoder.eval()(torch.from_numpy(probe))
+    handle.remove()
+    unreached = int(torch.nonzero((seen[0] == 0).all(dim=0))[0, 0])
+    name = next(n for n in _document(path)["tensors"] if n.endswith("head.1.weight"))
+    weight = _tensor(path, name).clone()
+    weight[0, unreached] = 3e38
+    _forge(path, tensors={name: weight})
+    with pytest.raises(InvalidModelFileError, match="values beyond 1e"):
+        _LOADERS[kind](path)
 
 
 # ------------------------------------ peak memory: the probe at the limit

@@ -83,6 +83,9 @@ MAX_LEADS, MAX_TIMEPOINTS = 4096, 2**31
 MAX_ACTIVATION = 2**21
 # Nesting of FrozenEstimator and Pipeline in a retriever's estimator.
 MAX_NESTING = 16
+# Largest magnitude of a stored value. No trained value nears it, and one beyond overflows
+# float32 in any output it reaches, even one the load's probe leaves at 0.
+MAX_VALUE = 1e18
 
 
 class InvalidModelFileError(EscapedMessageMixin, ValueError):
@@ -474,14 +477,14 @@ def read_model_file(path, kind, sha256=None):
                 f"document says {expected.get('sha256')}. The file is damaged or was "
                 "altered; save it again."
             )
-        # Mean prototypes are NaN for combinations without training ECGs (by
-        # design); their other rows are checked against the counts on rebuild.
+        # Mean prototypes are NaN for combinations without training ECGs (by design);
+        # their other rows are checked against the counts on rebuild.
         exempt = name.endswith("mean_prototypes")
-        if tensor.is_floating_point() and not exempt and not bool(torch.isfinite(tensor).all()):
+        if tensor.is_floating_point() and not exempt and not (tensor.abs() <= MAX_VALUE).all():
             raise InvalidModelFileError(
-                f"{path}: tensor {name!r} holds NaN or infinite values, which no fitted "
-                "model has; the file was altered or saved from a failed fit. Fit and save "
-                "the model again."
+                f"{path}: tensor {name!r} holds NaN or infinite values, or values beyond "
+                f"{MAX_VALUE:g}, which no fitted model has; the file was altered or saved from "
+                "a failed fit. Fit and save the model again."
             )
     return document, tensors
 
@@ -737,7 +740,6 @@ def check_encoder_shapes(build, weights):
                 f"encoder weight {name!r} has shape {found[name]}, but the parameters "
                 f"build {shape}"
             )
-
 
 
 def check_activation(encoder, input_shape, embedding_dim, encoder_params):
