@@ -42,11 +42,8 @@ def _transform(estimator, rows, rate):
     groups = _length_groups(rows)
     if groups is None:
         return np.asarray(estimator.transform(rows, **rate), dtype=np.float32)
-    parts = [(g, _transform(estimator, np.stack([rows[i] for i in g]), rate)) for g in groups]
-    out = np.empty((len(rows), parts[0][1].shape[1]), dtype=np.float32)
-    for g, part in parts:
-        out[g] = part
-    return out
+    parts = [_transform(estimator, np.stack([rows[i] for i in g]), rate) for g in groups]
+    return np.concatenate(parts)[np.argsort(np.concatenate(groups))]  # back in order
 
 
 class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
@@ -218,6 +215,9 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     (1, 5)
     >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
     array([0, 1])
+    >>> records = [rng.randn(1000), rng.randn(750)]  # whole records, longer than the frames
+    >>> PrototypeRetriever(FrozenEstimator(model)).fit(records).n_samples_fit_  # one row each
+    2
     """
 
     _parameter_constraints: dict = {
@@ -491,7 +491,6 @@ default=None
             raise ValueError(f"{name} holds no ECG (shape {np.shape(X)}); pass at least one.")
         # Passed only when given: a Pipeline's transform takes no parameters by default.
         rate = {} if sampling_rate is None else {"sampling_rate": sampling_rate}
-        # The estimator as it embeds with this longer_signals: a copy where it differs.
         estimator = _with_longer_signals(self.estimator_, self.longer_signals)
         if path is None:
             return self._embed_rows(estimator, X, n_samples, None, rate)
