@@ -19,7 +19,7 @@ from ._ann import INDEX_PARAMS, FaissIndex
 from ._display import DocLinkMixin
 from ._persistence._retriever import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
-from ._utils import _atomic_path, _crocs_step, _length_groups, _python_value
+from ._utils import _atomic_path, _crocs_step, _length_groups, _python_value, _with_longer_signals
 
 __all__ = ["PrototypeRetriever"]
 
@@ -35,6 +35,15 @@ def _n_rows(X):
 
 def _rows(X, start, stop):
     return X.iloc[start:stop] if hasattr(X, "iloc") else X[start:stop]
+
+
+def _transform(estimator, rows, rate):
+    """Float32 embeddings of ``rows``; of a list of records, one length at a time."""
+    groups = _length_groups(rows)
+    if groups is None:
+        return np.asarray(estimator.transform(rows, **rate), dtype=np.float32)
+    parts = [_transform(estimator, np.stack([rows[i] for i in g]), rate) for g in groups]
+    return np.concatenate(parts)[np.argsort(np.concatenate(groups))]  # back in order
 
 
 class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
@@ -109,6 +118,17 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         describes the indexed ECGs, which may be patient data: it is left
         in place for the caller to keep or delete. Not saved by
         :meth:`save`: set it again after :meth:`load`. ``None``: in memory.
+    longer_signals : {"average", "error"}, default="average"
+        What ``fit`` and :meth:`kneighbors` do with ECGs longer than the
+        estimator's training frames, such as whole 10-s records for a model
+        fitted on 5-s frames. ``"average"`` embeds each as the normalised mean
+        of its frames' embeddings, as ``CROCSClusterer(longer_signals="average")``
+        does, so that a database of records (a list when their lengths differ)
+        is searched one row per record; ``"error"`` refuses them. It takes the
+        place of the estimator's own ``longer_signals`` in the retriever only:
+        the estimator is neither changed nor refitted. ECGs of the training
+        length are embedded as they are either way; shorter ones are refused.
+        See :ref:`retrieval`.
 
     Attributes
     ----------
@@ -195,6 +215,9 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     (1, 5)
     >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
     array([0, 1])
+    >>> records = [rng.randn(1000), rng.randn(750)]  # whole records, longer than the frames
+    >>> PrototypeRetriever(FrozenEstimator(model)).fit(records).n_samples_fit_  # one row each
+    2
     """
 
     _parameter_constraints: dict = {
@@ -207,6 +230,7 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         "index": [StrOptions({"exact", *INDEX_PARAMS})],
         "index_params": [dict, None],
         "embeddings_path": [str, os.PathLike, None],
+        "longer_signals": [StrOptions({"average", "error"})],
     }
 
     def __init__(
@@ -221,6 +245,7 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         index="exact",
         index_params=None,
         embeddings_path=None,
+        longer_signals="average",
     ):
         self.estimator = estimator
         self.n_neighbors = n_neighbors
@@ -231,6 +256,7 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         self.index = index
         self.index_params = index_params
         self.embeddings_path = embeddings_path
+        self.longer_signals = longer_signals
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None, groups=None, *, sampling_rate=None):
@@ -240,10 +266,9 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
             The ECGs to search, for example a :func:`numpy.load` memmap; read
-            ``batch_size`` rows at a time. To retrieve whole records, one row
-            each, rather than their frames, give the records (a list when
-            their lengths differ) to a model with ``longer_signals="average"``
-            (see :ref:`retrieval`).
+            ``batch_size`` rows at a time. Whole records longer than the
+            model's frames (a list when their lengths differ) are indexed one
+            row each (see ``longer_signals``).
         y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame, \
 default=None
             Attributes of ``X``: a clone of ``estimator`` is fitted on
@@ -466,23 +491,24 @@ default=None
             raise ValueError(f"{name} holds no ECG (shape {np.shape(X)}); pass at least one.")
         # Passed only when given: a Pipeline's transform takes no parameters by default.
         rate = {} if sampling_rate is None else {"sampling_rate": sampling_rate}
+        estimator = _with_longer_signals(self.estimator_, self.longer_signals)
         if path is None:
-            return self._embed_rows(X, n_samples, None, rate)
+            return self._embed_rows(estimator, X, n_samples, None, rate)
         # Written under a temporary name: the previous file survives an interrupted fit.
         with _atomic_path(path) as tmp:
-            embeddings = self._embed_rows(X, n_samples, tmp, rate)
+            embeddings = self._embed_rows(estimator, X, n_samples, tmp, rate)
             embeddings.flush()
             del embeddings  # closed before the rename (required on Windows)
         return np.load(path, mmap_mode="r")
 
-    def _embed_rows(self, X, n_samples, path, rate):
-        """Embeddings of the ``n_samples`` rows of X, in memory or in the ``.npy`` ``path``."""
+    def _embed_rows(self, estimator, X, n_samples, path, rate):
+        """Embeddings by ``estimator`` of the ``n_samples`` rows of X, in memory or in ``path``."""
         embeddings = None
         with tqdm(total=n_samples, desc="Embedding", unit="ECG", disable=not self.verbose) as bar:
             for start in range(0, n_samples, self.batch_size):
                 stop = min(start + self.batch_size, n_samples)
                 rows = _rows(X, start, stop)
-                out = np.asarray(self.estimator_.transform(rows, **rate), dtype=np.float32)
+                out = _transform(estimator, rows, rate)
                 if embeddings is None:
                     shape = (n_samples, out.shape[1])
                     embeddings = (

@@ -1,6 +1,7 @@
 """Private helpers shared by more than one module of the package; each lives here once."""
 
 import contextlib
+import copy
 import hashlib
 import os
 import re
@@ -37,6 +38,32 @@ def _crocs_step(estimator):
             "which has no get_prototypes method."
         )
     return step
+
+
+def _with_longer_signals(estimator, longer_signals):
+    """``estimator`` as it embeds with its CROCSClusterer's ``longer_signals`` set to this.
+
+    ``estimator`` itself is not changed: where the value differs, the
+    clusterer and the Pipeline around it are shallow copies, which share the
+    fitted nets and steps (a FrozenEstimator is looked through). A model
+    without the option (a baseline) is returned as it is.
+    """
+    if isinstance(estimator, FrozenEstimator):
+        inner = _with_longer_signals(estimator.estimator, longer_signals)
+        return estimator if inner is estimator.estimator else inner
+    if isinstance(estimator, Pipeline):
+        *before, (name, last) = estimator.steps
+        inner = _with_longer_signals(last, longer_signals)
+        if inner is last:
+            return estimator
+        view = copy.copy(estimator)
+        view.steps = [*before, (name, inner)]
+        return view
+    if getattr(estimator, "longer_signals", longer_signals) == longer_signals:
+        return estimator
+    view = copy.copy(estimator)
+    view.longer_signals = longer_signals
+    return view
 
 
 def _length_groups(X):

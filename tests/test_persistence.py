@@ -127,8 +127,7 @@ def _assert_same_model(loaded, model, X, y):
 def _comparable(params):
     """``params`` with estimators (a conditioning step) as their class and parameters."""
     return {
-        k: (type(v), v.get_params()) if hasattr(v, "get_params") else v
-        for k, v in params.items()
+        k: (type(v), v.get_params()) if hasattr(v, "get_params") else v for k, v in params.items()
     }
 
 
@@ -300,6 +299,31 @@ def test_retriever_round_trip(fitted_models, data, tmp_path, wrap):
     with pytest.raises(Exception, match="not fitted"):
         bare.query()
     np.testing.assert_array_equal(bare.fit(X[:30]).query()[1], expected[0][1])
+
+
+def test_retriever_longer_signals_round_trips_and_defaults_to_average(
+    fitted_models, data, tmp_path
+):
+    X, _, _ = data
+    model = fitted_models[0]
+    records = np.concatenate([X[0::2], X[1::2]], axis=-1)[:10]  # twice the frames' length
+    strict = PrototypeRetriever(model, n_neighbors=3, longer_signals="error").fit(X)
+    path = tmp_path / "strict.safetensors"
+    strict.save(path, include_embeddings=True)
+    loaded = PrototypeRetriever.load(path)
+    assert loaded.longer_signals == "error"
+    with pytest.raises(ValueError, match='longer_signals="average"'):
+        loaded.kneighbors(records[:1])
+    # A file written before the parameter: the documented default, "average".
+    with safe_open(path, framework="pt") as fh:
+        params = json.loads(fh.metadata()["sklearn_crocs"])["params"]
+    del params["longer_signals"]
+    _rewrite(path, document={"params": params})
+    old = PrototypeRetriever.load(path)
+    assert old.longer_signals == "average"
+    expected = PrototypeRetriever(model, n_neighbors=3).fit(X).kneighbors(records[:2])
+    for got, want in zip(old.kneighbors(records[:2]), expected):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_loaded_model_works_in_a_retriever(fitted_models, data, tmp_path):
@@ -681,5 +705,7 @@ def test_a_file_with_a_bad_rate_is_refused(tmp_path):
             "sklearn_crocs_sha256": hashlib.sha256(text.encode()).hexdigest(),
         }
         save_file(tensors, path, metadata=metadata)
-        with pytest.raises(InvalidModelFileError, match=r"'sampling_rate' is not null or a finite number > 0"):
+        with pytest.raises(
+            InvalidModelFileError, match=r"'sampling_rate' is not null or a finite number > 0"
+        ):
             CROCSClusterer.load(path)

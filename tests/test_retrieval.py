@@ -556,3 +556,81 @@ def test_retriever_indexes_and_queries_signals_of_another_rate():
         ValueError, match=r"with y, X trains a clone.*CROCSClusterer\(sampling_rate"
     ):
         PrototypeRetriever(model).fit(X, y, sampling_rate=500)
+
+
+# ---------------------------------------------------------------- whole records
+def _records(database):
+    """Whole records of two lengths, both longer than the 600-sample frames: a list."""
+    X_db, _ = database
+    doubles = [np.concatenate([X_db[i], X_db[i + 1]], axis=-1) for i in range(0, 20, 2)]
+    longer = [np.concatenate([X_db[i], X_db[i + 1][..., :300]], axis=-1) for i in range(20, 40, 2)]
+    return [record for pair in zip(doubles, longer) for record in pair]  # 1200, 900, 1200, ...
+
+
+def _unit_mean(*parts):
+    mean = sum(parts) / len(parts)
+    return mean / np.linalg.norm(mean, axis=1, keepdims=True)
+
+
+def test_records_longer_than_the_frames_are_retrieved_one_row_each(model, database):
+    # The default model refuses longer signals (longer_signals="error"); the
+    # retriever embeds each record as the mean of its frames, one row each.
+    records = _records(database)
+    assert model.longer_signals == "error"
+    retriever = PrototypeRetriever(FrozenEstimator(model), n_neighbors=len(records)).fit(records)
+    assert retriever.n_samples_fit_ == len(records) == 20
+    _, indices = retriever.query()
+    for row in indices:  # every record once, by its position in the list
+        assert sorted(row.tolist()) == list(range(len(records)))
+    # Each record, the normalised mean of frames of the training length from start to end.
+    for i, starts in ((0, (0, 600)), (1, (0, 300))):
+        frames = [model.transform(records[i][None, :, s : s + 600]) for s in starts]
+        np.testing.assert_allclose(retriever.embeddings_[i], _unit_mean(*frames)[0], atol=1e-5)
+
+
+def test_retrieving_records_leaves_the_estimator_unchanged(model, database):
+    records = _records(database)
+    params = model.get_params()
+    frozen = FrozenEstimator(model)
+    retriever = PrototypeRetriever(frozen, n_neighbors=3).fit(records)
+    retriever.kneighbors(records[:2])
+    assert retriever.estimator_ is frozen and frozen.estimator is model
+    assert model.get_params() == params and model.longer_signals == "error"
+    with pytest.raises(ValueError, match='longer_signals="average"'):
+        model.transform(records[:1])  # the model itself still refuses records
+
+
+def test_kneighbors_takes_whole_records(model, database):
+    records = _records(database)
+    retriever = PrototypeRetriever(model, n_neighbors=3).fit(records)
+    # A ragged list of two records, and an array of one length: each finds itself.
+    assert retriever.kneighbors(records[:2], n_neighbors=1)[1].ravel().tolist() == [0, 1]
+    same_length = np.stack(records[0::2][:3])
+    assert retriever.kneighbors(same_length, n_neighbors=1)[1].ravel().tolist() == [0, 2, 4]
+    distances, _ = retriever.kneighbors(records[1][None], n_neighbors=1)
+    assert distances[0, 0] < 1e-3
+
+
+def test_records_through_a_pipeline_ending_in_crocs(model, database):
+    records = _records(database)
+    negative = FunctionTransformer(np.negative).fit(database[0])
+    pipeline = make_pipeline(negative, model)
+    retriever = PrototypeRetriever(FrozenEstimator(pipeline), n_neighbors=2).fit(records)
+    assert retriever.n_samples_fit_ == len(records)
+    frames = [model.transform(-records[0][None, :, s : s + 600]) for s in (0, 600)]
+    np.testing.assert_allclose(retriever.embeddings_[0], _unit_mean(*frames)[0], atol=1e-5)
+    assert retriever.kneighbors(records[:2], n_neighbors=1)[1].ravel().tolist() == [0, 1]
+    assert pipeline[-1].longer_signals == "error"
+
+
+def test_longer_signals_error_refuses_records_as_the_model_does(model, database):
+    records = _records(database)
+    strict = PrototypeRetriever(FrozenEstimator(model), longer_signals="error")
+    with pytest.raises(ValueError, match=r"1200 samples.*longer_signals=\"average\""):
+        strict.fit(records)
+    X_db, _ = database
+    strict.fit(X_db)  # frames of the training length are taken either way
+    with pytest.raises(ValueError, match=r"1200 samples.*longer_signals=\"average\""):
+        strict.kneighbors(records[:1])
+    with pytest.raises(InvalidParameterError, match="longer_signals"):
+        PrototypeRetriever(model, longer_signals="mean").fit(X_db)
