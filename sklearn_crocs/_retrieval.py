@@ -118,17 +118,16 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         describes the indexed ECGs, which may be patient data: it is left
         in place for the caller to keep or delete. Not saved by
         :meth:`save`: set it again after :meth:`load`. ``None``: in memory.
-    longer_signals : {"average", "error"}, default="average"
+    longer_signals : {"auto", "average", "error"}, default="auto"
         What ``fit`` and :meth:`kneighbors` do with ECGs longer than the
         estimator's training frames, such as whole 10-s records for a model
         fitted on 5-s frames. ``"average"`` embeds each as the normalised mean
-        of its frames' embeddings, as ``CROCSClusterer(longer_signals="average")``
-        does, so that a database of records (a list when their lengths differ)
-        is searched one row per record; ``"error"`` refuses them. It takes the
-        place of the estimator's own ``longer_signals`` in the retriever only:
-        the estimator is neither changed nor refitted. ECGs of the training
-        length are embedded as they are either way; shorter ones are refused.
-        See :ref:`retrieval`.
+        of its frames' embeddings, so that records (a list when their lengths
+        differ) are searched one row each; ``"error"`` refuses them; ``"auto"``
+        averages for a model fitted with ``sampling_rate`` and otherwise keeps
+        the model's own ``longer_signals``: without a rate, a longer ECG may be
+        one at a higher rate. The estimator is neither changed nor refitted;
+        ECGs of the training length are embedded as they are. See :ref:`retrieval`.
 
     Attributes
     ----------
@@ -216,7 +215,8 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     >>> retriever.kneighbors(database[:2], n_neighbors=1)[1].ravel()  # query by example
     array([0, 1])
     >>> records = [rng.randn(1000), rng.randn(750)]  # whole records, longer than the frames
-    >>> PrototypeRetriever(FrozenEstimator(model)).fit(records).n_samples_fit_  # one row each
+    >>> PrototypeRetriever(FrozenEstimator(model), longer_signals="average"  # model: no rate
+    ...                    ).fit(records).n_samples_fit_  # one row per record
     2
     """
 
@@ -230,7 +230,7 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         "index": [StrOptions({"exact", *INDEX_PARAMS})],
         "index_params": [dict, None],
         "embeddings_path": [str, os.PathLike, None],
-        "longer_signals": [StrOptions({"average", "error"})],
+        "longer_signals": [StrOptions({"auto", "average", "error"})],
     }
 
     def __init__(
@@ -245,7 +245,7 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         index="exact",
         index_params=None,
         embeddings_path=None,
-        longer_signals="average",
+        longer_signals="auto",
     ):
         self.estimator = estimator
         self.n_neighbors = n_neighbors

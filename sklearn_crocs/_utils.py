@@ -46,8 +46,14 @@ def _with_longer_signals(estimator, longer_signals):
     ``estimator`` itself is not changed: where the value differs, the
     clusterer and the Pipeline around it are shallow copies, which share the
     fitted nets and steps (a FrozenEstimator is looked through). A model
-    without the option (a baseline) is returned as it is.
+    without the option (a baseline) is returned as it is. ``"auto"``:
+    ``"average"`` for a model that knows its sampling rate, else its own setting.
     """
+    if longer_signals == "auto":
+        # Without a rate, a longer ECG may be one at a higher rate: averaging it is garbage.
+        if getattr(_crocs_step(estimator), "sampling_rate_", None) is None:
+            return estimator
+        longer_signals = "average"
     if isinstance(estimator, FrozenEstimator):
         inner = _with_longer_signals(estimator.estimator, longer_signals)
         return estimator if inner is estimator.estimator else inner

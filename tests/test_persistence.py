@@ -301,7 +301,7 @@ def test_retriever_round_trip(fitted_models, data, tmp_path, wrap):
     np.testing.assert_array_equal(bare.fit(X[:30]).query()[1], expected[0][1])
 
 
-def test_retriever_longer_signals_round_trips_and_defaults_to_average(
+def test_retriever_longer_signals_round_trips_and_defaults_to_auto(
     fitted_models, data, tmp_path
 ):
     X, _, _ = data
@@ -314,15 +314,15 @@ def test_retriever_longer_signals_round_trips_and_defaults_to_average(
     assert loaded.longer_signals == "error"
     with pytest.raises(ValueError, match='longer_signals="average"'):
         loaded.kneighbors(records[:1])
-    # A file written before the parameter: the documented default, "average".
+    # A file written before the parameter: the documented default, "auto".
     with safe_open(path, framework="pt") as fh:
         params = json.loads(fh.metadata()["sklearn_crocs"])["params"]
     del params["longer_signals"]
     _rewrite(path, document={"params": params})
     old = PrototypeRetriever.load(path)
-    assert old.longer_signals == "average"
-    expected = PrototypeRetriever(model, n_neighbors=3).fit(X).kneighbors(records[:2])
-    for got, want in zip(old.kneighbors(records[:2]), expected):
+    assert old.longer_signals == "auto"
+    expected = PrototypeRetriever(model, n_neighbors=3).fit(X).kneighbors(X[:2])
+    for got, want in zip(old.kneighbors(X[:2]), expected):
         np.testing.assert_array_equal(got, want)
 
 

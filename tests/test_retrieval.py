@@ -31,6 +31,13 @@ def model(synthetic):
 
 
 @pytest.fixture(scope="module")
+def rated_model(synthetic):
+    """Fitted with its rate: a longer ECG can only be a longer recording."""
+    X, y, groups = synthetic
+    return _model(sampling_rate=100).fit(X, y, groups=groups)
+
+
+@pytest.fixture(scope="module")
 def database():
     """Unlabelled ECGs of other patients (another seed of the same generator)."""
     X, y, _ = make_synthetic_ecgs(n_patients=30, frames_per_patient=2, seed=1)
@@ -572,37 +579,38 @@ def _unit_mean(*parts):
     return mean / np.linalg.norm(mean, axis=1, keepdims=True)
 
 
-def test_records_longer_than_the_frames_are_retrieved_one_row_each(model, database):
-    # The default model refuses longer signals (longer_signals="error"); the
-    # retriever embeds each record as the mean of its frames, one row each.
+def test_records_longer_than_the_frames_are_retrieved_one_row_each(rated_model, database):
+    # The model refuses longer signals (longer_signals="error"); the retriever
+    # (longer_signals="auto", the model knowing its rate) embeds each record as the
+    # mean of its frames, one row each.
     records = _records(database)
-    assert model.longer_signals == "error"
-    retriever = PrototypeRetriever(FrozenEstimator(model), n_neighbors=len(records)).fit(records)
+    assert rated_model.longer_signals == "error"
+    retriever = PrototypeRetriever(FrozenEstimator(rated_model), n_neighbors=len(records)).fit(records)
     assert retriever.n_samples_fit_ == len(records) == 20
     _, indices = retriever.query()
     for row in indices:  # every record once, by its position in the list
         assert sorted(row.tolist()) == list(range(len(records)))
     # Each record, the normalised mean of frames of the training length from start to end.
     for i, starts in ((0, (0, 600)), (1, (0, 300))):
-        frames = [model.transform(records[i][None, :, s : s + 600]) for s in starts]
+        frames = [rated_model.transform(records[i][None, :, s : s + 600]) for s in starts]
         np.testing.assert_allclose(retriever.embeddings_[i], _unit_mean(*frames)[0], atol=1e-5)
 
 
-def test_retrieving_records_leaves_the_estimator_unchanged(model, database):
+def test_retrieving_records_leaves_the_estimator_unchanged(rated_model, database):
     records = _records(database)
-    params = model.get_params()
-    frozen = FrozenEstimator(model)
+    params = rated_model.get_params()
+    frozen = FrozenEstimator(rated_model)
     retriever = PrototypeRetriever(frozen, n_neighbors=3).fit(records)
     retriever.kneighbors(records[:2])
-    assert retriever.estimator_ is frozen and frozen.estimator is model
-    assert model.get_params() == params and model.longer_signals == "error"
+    assert retriever.estimator_ is frozen and frozen.estimator is rated_model
+    assert rated_model.get_params() == params and rated_model.longer_signals == "error"
     with pytest.raises(ValueError, match='longer_signals="average"'):
-        model.transform(records[:1])  # the model itself still refuses records
+        rated_model.transform(records[:1])  # the model itself still refuses records
 
 
-def test_kneighbors_takes_whole_records(model, database):
+def test_kneighbors_takes_whole_records(rated_model, database):
     records = _records(database)
-    retriever = PrototypeRetriever(model, n_neighbors=3).fit(records)
+    retriever = PrototypeRetriever(rated_model, n_neighbors=3).fit(records)
     # A ragged list of two records, and an array of one length: each finds itself.
     assert retriever.kneighbors(records[:2], n_neighbors=1)[1].ravel().tolist() == [0, 1]
     same_length = np.stack(records[0::2][:3])
@@ -611,13 +619,13 @@ def test_kneighbors_takes_whole_records(model, database):
     assert distances[0, 0] < 1e-3
 
 
-def test_records_through_a_pipeline_ending_in_crocs(model, database):
+def test_records_through_a_pipeline_ending_in_crocs(rated_model, database):
     records = _records(database)
     negative = FunctionTransformer(np.negative).fit(database[0])
-    pipeline = make_pipeline(negative, model)
+    pipeline = make_pipeline(negative, rated_model)
     retriever = PrototypeRetriever(FrozenEstimator(pipeline), n_neighbors=2).fit(records)
     assert retriever.n_samples_fit_ == len(records)
-    frames = [model.transform(-records[0][None, :, s : s + 600]) for s in (0, 600)]
+    frames = [rated_model.transform(-records[0][None, :, s : s + 600]) for s in (0, 600)]
     np.testing.assert_allclose(retriever.embeddings_[0], _unit_mean(*frames)[0], atol=1e-5)
     assert retriever.kneighbors(records[:2], n_neighbors=1)[1].ravel().tolist() == [0, 1]
     assert pipeline[-1].longer_signals == "error"
@@ -634,3 +642,13 @@ def test_longer_signals_error_refuses_records_as_the_model_does(model, database)
         strict.kneighbors(records[:1])
     with pytest.raises(InvalidParameterError, match="longer_signals"):
         PrototypeRetriever(model, longer_signals="mean").fit(X_db)
+
+
+def test_auto_averages_only_for_a_model_that_knows_its_rate(model, database):
+    """Without a rate, 1200 samples may be 600 at twice the rate: "auto" refuses them, as
+    the model does; "average" is the user saying that they are longer recordings."""
+    records = _records(database)
+    with pytest.raises(ValueError, match=r"1200 samples.*without sampling_rate"):
+        PrototypeRetriever(FrozenEstimator(model)).fit(records)
+    averaged = PrototypeRetriever(FrozenEstimator(model), longer_signals="average").fit(records)
+    assert averaged.n_samples_fit_ == len(records)

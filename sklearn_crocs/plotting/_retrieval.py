@@ -197,7 +197,8 @@ class RetrievalDisplay:
             in which case ``X`` is indexed here with ``prototypes``.
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
             The database of ECGs: frames, or whole records (a list when their
-            lengths differ), each embedded as the mean of its frames.
+            lengths differ), each embedded as the mean of its frames (see
+            ``PrototypeRetriever(longer_signals="auto")``).
         y : array-like or DataFrame, default=None
             True attributes of ``X``, in the layout used in ``fit``.
         query : int, tuple or dict, default=0
