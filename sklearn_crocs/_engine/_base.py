@@ -57,7 +57,7 @@ _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class ClassSpec(NamedTuple):
-    """A class to build and its parameters: the loss or the net that a hook names."""
+    """A class to build and its parameters: the loss that ``_criterion`` names."""
 
     cls: type
     params: dict
