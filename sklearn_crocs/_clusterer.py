@@ -11,16 +11,10 @@ from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOp
 from sklearn.utils.validation import check_is_fitted
 
 from ._engine._base import AttributeOptions, BasePrototypeClusterer, ClassSpec
+from ._engine._nets import Ensemble, Placement
 from ._engine._rates import SignalRates
 from ._pretraining import ContrastivePretrainer
-from .nn import (
-    AcceleratedCROCSNet,
-    CNNEncoder,
-    CROCSLoss,
-    CROCSNet,
-    RandomWindow,
-    ResNet1dEncoder,
-)
+from .nn import CNNEncoder, CROCSLoss, RandomWindow, ResNet1dEncoder
 from .nn._encoders import ENCODERS
 from .preprocessing import SignalConditioner
 from .preprocessing._signals import MAX_RATE, MIN_RATE
@@ -37,7 +31,8 @@ class PrototypeClustererMixin(TransformerMixin):
     ECGs chunk by chunk, and ``predict`` gives each the attributes of its
     nearest prototype. The steps are
     :class:`~sklearn_crocs._engine._base.BasePrototypeClusterer`'s, and the
-    CROCS options reach them as components (``SignalRates``). A
+    CROCS options reach them as components (``SignalRates``, ``Ensemble``,
+    ``Placement``). A
     TransformerMixin, so that ``set_output`` wraps the ``transform`` and
     ``fit_transform`` defined here.
     """
@@ -652,8 +647,11 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
     def _attribute_options(self):
         return AttributeOptions(self.missing, self.continuous)
 
-    def _ensemble_size(self):
-        return self.ensemble_size
+    def _ensemble(self):
+        return Ensemble(self.ensemble_size)
+
+    def _placement(self):
+        return Placement(self.device, self.accelerator)
 
     def _augmentation(self, encoder):
         augment = self.augment
@@ -675,19 +673,6 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
     def _user_callbacks(self):
         # Clones: a fit must not change the parameters (nor one fit the next).
         return [clone(callback, safe=False) for callback in self.callbacks or []]
-
-    def _placement(self):
-        if self.accelerator is None:
-            return ClassSpec(CROCSNet, {"device": self.device})
-        # With device placement, skorch's AccelerateMixin requires device=None.
-        return ClassSpec(AcceleratedCROCSNet, {
-            "accelerator": self.accelerator,
-            "device": None if self.accelerator.device_placement else self.device,
-        })  # fmt: skip
-
-    def _training_device(self):
-        """The device training runs on: the accelerator's, if there is one."""
-        return self.device if self.accelerator is None else self.accelerator.device
 
     # ---------------------------------------------------------------- the loss
     def _ordinal_mask(self, codec):

@@ -32,10 +32,11 @@ from .._display import DocLinkMixin
 from .._guards import activation_size, check_fit_memory, check_training
 from .._persistence._estimator import EstimatorFile
 from .._utils import _draw_seed, _length_groups, _nearest, _silent, _warn
-from ..nn import ArrayDataset, CROCSNet
+from ..nn import ArrayDataset
 from ..nn._callbacks import early_stopping_callbacks
 from ..nn._data import is_lazy_array
 from ..nn._encoders import encoder_class
+from ._nets import Ensemble, Placement
 from ._neural import NeuralEstimatorMixin
 from ._prototypes import FittedPrototypes
 from ._rates import SignalRates
@@ -56,7 +57,7 @@ _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class ClassSpec(NamedTuple):
-    """A class to build and its parameters: the loss or the net that a hook names."""
+    """A class to build and its parameters: the loss that ``_criterion`` names."""
 
     cls: type
     params: dict
@@ -99,9 +100,12 @@ class BasePrototypeClusterer(
     ``prototypes``, ``class_attribute``, ``max_epochs``, ``batch_size``,
     ``lr``, ``validation_fraction``, ``n_iter_no_change``, ``device``,
     ``random_state``, ``verbose`` and ``pretrained``. Options that only
-    some have reach the shared code through the hooks below, off here: the
-    rates as a :class:`SignalRates` component, augmentation, extra
-    callbacks, an ensemble, an accelerator's placement, missing attributes.
+    some have reach the shared code as components that the hooks below
+    build from the parameters, here in their plain form (DTC's): the
+    :class:`SignalRates` of the signals, the :class:`Ensemble` of nets and
+    their :class:`Placement`. The attribute options, the augmentation (a
+    :class:`~sklearn_crocs.nn.RandomWindow`) and the extra callbacks are
+    values, which hooks give as they are.
     """
 
     #: Parameters that :meth:`save` leaves out (objects of any class, which a
@@ -121,26 +125,30 @@ class BasePrototypeClusterer(
         """How ``y`` is read (:class:`AttributeOptions`); here every attribute is known."""
         return AttributeOptions()
 
+    def _ensemble(self):
+        """The :class:`Ensemble` of nets of the model: here one net."""
+        return Ensemble()
+
+    def _placement(self):
+        """The :class:`Placement` of the nets: here on ``device``."""
+        return Placement(self.device)
+
     def _augmentation(self, encoder):
         """The ``augment`` of training ECGs for the encoder class ``encoder``; none here."""
         return None
-
-    def _ensemble_size(self):
-        """Nets trained from different seeds whose embeddings are joined; 1 here."""
-        return 1
-
-    @property
-    def _output_dim(self):
-        """Width of the embeddings: ``embedding_dim`` per net."""
-        return self.embedding_dim * self._ensemble_size()
 
     def _user_callbacks(self):
         """Extra skorch callbacks of a fit, after the estimator's own; none here."""
         return []
 
-    def _placement(self):
-        """The :class:`ClassSpec` of the net and its placement parameters."""
-        return ClassSpec(CROCSNet, {"device": self.device})
+    @property
+    def _output_dim(self):
+        """Width of the embeddings (see :meth:`Ensemble.width`)."""
+        return self._ensemble().width(self.embedding_dim)
+
+    def _training_device(self):
+        """The device training runs on (see :attr:`Placement.training_device`)."""
+        return self._placement().training_device
 
     # ------------------------------------------------------------------ input
     def _check_lazy_signals(self, X):
@@ -287,7 +295,7 @@ class BasePrototypeClusterer(
             ]
         placement = self._placement()
         return self._assemble_net(
-            placement.cls,
+            placement.net_class,
             seed=seed,
             valid_dataset=valid_dataset,
             callbacks=callbacks + self._user_callbacks(),
@@ -302,7 +310,7 @@ class BasePrototypeClusterer(
             **{f"criterion__{k}": v for k, v in loss.params.items()},
             callbacks__print_log__sink=sink,
             augment=self._augmentation(encoder),
-            **placement.params,
+            **placement.net_params,
         )
 
     def _fit(self, X, y, groups, return_embeddings=False):
@@ -392,14 +400,13 @@ class BasePrototypeClusterer(
                 codec=data.codec, class_index=data.class_index, n_train=n_train,
             )  # fmt: skip
 
-        nets = [
-            self._fit_net(
+        def fit_one(seed):
+            return self._fit_net(
                 partial(build, seed), dataset(None if data.valid is None else data.train),
                 None, seed=seed, pretrainer=pretrainer,
             )  # fmt: skip
-            # Net k of an ensemble starts from seed + k: the first is the single model.
-            for seed in (data.seed + k for k in range(self._ensemble_size()))
-        ]
+
+        nets = self._ensemble().fit(fit_one, data.seed)
         self.net_, self.nets_ = nets[0], nets
         self.n_iter_ = len(nets[0].history)
 
@@ -411,7 +418,9 @@ class BasePrototypeClusterer(
         its size), else the mean prototypes' labels need a second pass.
         """
         target, codec = data.target, data.codec
-        learned = _join([net.criterion_.prototypes.detach().float().cpu() for net in self.nets_])
+        learned = Ensemble.join(
+            [net.criterion_.prototypes.detach().float().cpu() for net in self.nets_]
+        )
         # Mean prototypes and counts come from the ECGs whose attributes are all known.
         n_combinations, n_samples = len(codec.combinations), data.X.shape[0]
         known = (target >= 0) & (target < n_combinations)
@@ -464,7 +473,7 @@ class BasePrototypeClusterer(
         reads it (see :class:`~sklearn_crocs.nn.ArrayDataset`).
         """
         dataset = ArrayDataset(X, check_finite=check_finite)
-        return _join([
+        return Ensemble.join([
             net.forward(dataset, training=False, device="cpu").float() for net in self.nets_
         ])  # fmt: skip
 
@@ -624,16 +633,6 @@ class BasePrototypeClusterer(
         tags.target_tags.multi_output = True
         tags.transformer_tags.preserves_dtype = ["float32"]
         return tags
-
-
-def _join(outputs):
-    """Unit rows of each net's outputs side by side, divided by sqrt(number of nets):
-    unit vectors whose cosine similarity is the mean of the nets'. One net: its
-    normalised outputs."""
-    if len(outputs) == 1:
-        return F.normalize(outputs[0], dim=1).numpy()
-    joined = torch.cat([F.normalize(out, dim=1) for out in outputs], dim=1)
-    return (joined / math.sqrt(len(outputs))).numpy()
 
 
 def _signal_scale(X):

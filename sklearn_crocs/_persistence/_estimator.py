@@ -267,10 +267,9 @@ class EstimatorFile:
         shape = (len(fitted.learned), self.embedding_dim)
         labels = t["labels"].numpy()
         histories = [document["history"], *document.get("ensemble_histories", [])]
-        if len(histories) != self._ensemble_size():
-            raise ValueError(
-                f"{len(histories)} training histories for {self._ensemble_size()} nets"
-            )
+        n_nets = self._ensemble().size
+        if len(histories) != n_nets:
+            raise ValueError(f"{len(histories)} training histories for {n_nets} nets")
         nets = []
         for k, history in enumerate(histories):
             name = "" if k == 0 else f"ensemble.{k}."
