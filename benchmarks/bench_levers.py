@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _ptbxl_all import frames, load_records  # noqa: E402
+from _ptbxl_all import frames, load_records, subsample_patients  # noqa: E402
 from bench_accuracy import mean_std  # noqa: E402
 from bench_curve import fit, parts, scored  # noqa: E402
 
@@ -46,9 +46,10 @@ FITS = {
 BASE = "defaults"
 
 
-def run_seed(records, seed, test, fits):
+def run_seed(records, seed, test, fits, size=None):
     train, scored_part = parts(records, seed, validation=not test)
-    (X, y, g), (X_test, y_test, _) = frames(records, train, [train, scored_part])
+    used = train if size is None else subsample_patients(records, train, size, seed)
+    (X, y, g), (X_test, y_test, _) = frames(records, train, [used, scored_part])
     rows = {}
     for name in fits:
         model, seconds = fit(FITS[name](len(X)), X, y, g, seed)
@@ -90,6 +91,7 @@ def main(argv=None):
         default=list(FITS)[:2],
         help=f"the fits to compare (the first, {BASE!r}, is the baseline)",
     )
+    parser.add_argument("--size", type=int, help="train on this many records (default: all)")
     parser.add_argument("--output", type=Path, default=Path("levers.csv"))
     parser.add_argument("--combine", type=Path, nargs="+",
                         help="join the --output files of one-seed runs")  # fmt: skip
@@ -104,7 +106,7 @@ def main(argv=None):
     tables = []
     fits = [BASE] + [name for name in dict.fromkeys(args.fits) if name != BASE]
     for seed in args.seeds:
-        tables.append(run_seed(records, seed, args.test, fits))
+        tables.append(run_seed(records, seed, args.test, fits, args.size))
         mean, std, _ = mean_std(tables)
         pd.concat({"mean": mean, "std": std}, axis=1).to_csv(args.output)
     print(f"total {time.perf_counter() - start:.0f} s")
