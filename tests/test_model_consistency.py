@@ -120,6 +120,18 @@ def test_input_shape_is_bounded_for_length_free_encoders(resnet, tmp_path, shape
         CROCSClusterer.load(path)
 
 
+def test_save_refuses_a_model_that_load_would_refuse(resnet, tmp_path, monkeypatch):
+    """Frames long enough to pass the activation limit (over 10 minutes at 100 Hz) fit, but
+    their model's file would not load: save says so and writes nothing."""
+    from sklearn_crocs._persistence import _format
+
+    monkeypatch.setattr(_format, "MAX_ACTIVATION", 100)  # the resnet's frames are over it
+    path = tmp_path / "model.safetensors"
+    with pytest.raises(ValueError, match="cannot be saved.*more than the 100 a model file"):
+        resnet.save(path)
+    assert not path.exists()
+
+
 # ------------------------------------ item 4: the rate fields agree
 @pytest.mark.bad_input(
     "Model file", "sampling_rate not the rate of its parameters, or absurd",

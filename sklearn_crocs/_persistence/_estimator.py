@@ -191,6 +191,16 @@ class EstimatorFile:
 
     def _file_state(self, prefix=""):
         """``(document, tensors)`` of the fitted model, for a model file."""
+        try:  # load refuses a file beyond the limits: refuse it before it is written
+            check_activation(
+                encoder_class(self.encoder), self.input_shape_, self.embedding_dim,
+                self.encoder_params,
+            )  # fmt: skip
+        except ValueError as exc:
+            raise ValueError(
+                f"This model cannot be saved: {exc}, so load would refuse the file. Fit it on "
+                "shorter frames (make_frames) to save it."
+            ) from exc
         prototypes_document, prototype_tensors = prototypes_state(self._fitted)
         document = {
             **head_document(self, self._not_saved),
