@@ -22,29 +22,36 @@ from sklearn_crocs.preprocessing import AgeGroupEncoder, SignalConditioner, make
 MORE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ptbxl-more"
 
 
+def load_more(more=MORE):
+    """``ptbxl-more`` as stored: raw records in mV (float32, (n, 12, 1000) at 100 Hz), class
+    (NORM/ABN), sex and age in years (300: over 89, as PTB-XL writes it) and patient ids."""
+    with np.load(more / "signals.npz") as archive:
+        raw = archive["X"].astype(np.float32) / 1000.0  # microvolts -> mV
+    table = pd.read_csv(more / "records.csv")
+    return Bunch(
+        X=raw,
+        attributes=table.rename(columns={"label": "class"})[["class", "sex", "age"]],
+        groups=table["patient_id"].to_numpy(),
+    )
+
+
 def load_records(more=MORE, condition_sample=False):
     """Every record (float32, (n, 12, 1000) at 100 Hz), with class, sex and age in years,
     patient ids and the folder each came from ("sample" or "more")."""
     sample = load_ptbxl_sample()
-    with np.load(more / "signals.npz") as archive:
-        raw = archive["X"].astype(np.float32) / 1000.0  # microvolts -> mV
-    table = pd.read_csv(more / "records.csv")
+    raw = load_more(more)
     conditioner = SignalConditioner(sampling_rate=100)
-    X_more = conditioner.fit_transform(raw)
+    X_more = conditioner.fit_transform(raw.X)
     X_sample = sample.data.astype(np.float32)
     if condition_sample:
         X_sample = conditioner.fit_transform(X_sample)
     attributes = pd.concat(
-        [
-            sample.attributes[["class", "sex", "age"]],
-            table.rename(columns={"label": "class"})[["class", "sex", "age"]],
-        ],
-        ignore_index=True,
+        [sample.attributes[["class", "sex", "age"]], raw.attributes], ignore_index=True
     )
     return Bunch(
         X=np.concatenate([X_sample, X_more]),
         attributes=attributes,
-        groups=np.concatenate([sample.groups, table["patient_id"].to_numpy()]),
+        groups=np.concatenate([sample.groups, raw.groups]),
         source=np.array(["sample"] * len(X_sample) + ["more"] * len(X_more)),
     )
 
