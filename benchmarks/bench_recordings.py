@@ -56,7 +56,7 @@ frames go to ``CROCSClusterer(sampling_rate=100)``:
   * ``median``: the baseline estimated by two median filters, 200 ms then
     600 ms (de Chazal et al., 2004), subtracted, then the low-pass;
   * ``spline``: the baseline as a cubic spline through the medians of
-    consecutive 1-s windows, subtracted, then the low-pass;
+    consecutive 0.5-s windows, subtracted, then the low-pass;
   * ``detrend``: the low-pass, then a linear detrend of each 5-s frame (no
     high-pass at all).
 
@@ -131,7 +131,7 @@ FRAME_SECONDS = 5
 BASELINES = {
     "bandpass": "band-pass 0.5-40 Hz",
     "median": "median baseline (0.2 s, 0.6 s), low-pass 40 Hz",
-    "spline": "spline baseline (1-s medians), low-pass 40 Hz",
+    "spline": "spline baseline (0.5-s medians), low-pass 40 Hz",
     "detrend": "low-pass 40 Hz, 5-s detrend",
 }
 
@@ -195,9 +195,10 @@ def median_baseline(X, fs):
 
 
 def spline_baseline(X, fs):
-    """The baseline as a cubic spline through the medians of consecutive 1-s windows, each
-    at its window's centre (the last partial second only in the extrapolation)."""
-    width = int(round(fs))
+    """The baseline as a cubic spline through the medians of consecutive 0.5-s windows, each
+    at its window's centre (the last partial window only in the extrapolation): two knots
+    per period of the fastest wander tone (0.5 Hz) would not follow it."""
+    width = int(round(fs / 2))
     n = X.shape[-1] // width
     knots = np.median(X[..., : n * width].reshape(*X.shape[:-1], n, width), axis=-1)
     return CubicSpline((np.arange(n) + 0.5) * width, knots, axis=-1)(np.arange(X.shape[-1]))
