@@ -1238,6 +1238,18 @@ def test_an_ensemble_joins_nets_whose_first_is_the_single_model(synthetic):
     np.testing.assert_array_equal(np.asarray(two.predict(X)), attributes.reshape(len(X), -1))
 
 
+def test_the_nets_of_an_ensemble_share_the_auto_epoch_budget(synthetic):
+    """max_epochs="auto" is the ensemble's budget (two nets of half the epochs, in about the
+    time of one); an integer is each net's."""
+    X, y = synthetic[0][:60], synthetic[1][:60]
+    params = {**FAST, "max_epochs": "auto", "validation_fraction": None}
+    for size, epochs in ((1, 40), (2, 20), (3, 13)):  # "auto": 40 epochs for 60 ECGs
+        model = CROCSClusterer(**params, ensemble_size=size, random_state=0).fit(X, y)
+        assert [len(net.history) for net in model.nets_] == [epochs] * size
+    fixed = CROCSClusterer(**{**params, "max_epochs": 2}, ensemble_size=2).fit(X, y)
+    assert [len(net.history) for net in fixed.nets_] == [2, 2]
+
+
 def test_longer_recordings_are_embedded_as_the_mean_of_their_frames(at_500hz):
     import copy
 

@@ -300,6 +300,7 @@ class BasePrototypeClusterer(
             valid_dataset=valid_dataset,
             callbacks=callbacks + self._user_callbacks(),
             n_train=n_train,
+            n_nets=self._ensemble().size,
             lr_schedule=self.lr_schedule,
             module=encoder,
             module__in_channels=n_leads,

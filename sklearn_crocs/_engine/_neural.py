@@ -239,21 +239,22 @@ class NeuralEstimatorMixin(SignalMixin):
         return net
 
     def _assemble_net(
-        self, net_class, *, seed, valid_dataset, callbacks, n_train=None, lr_schedule="constant",
-        **params,
+        self, net_class, *, seed, valid_dataset, callbacks, n_train=None, n_nets=1,
+        lr_schedule="constant", **params,
     ):  # fmt: skip
         """A skorch net of ``net_class`` with the training settings every estimator shares.
 
         Adam at ``lr`` (``lr_schedule="cosine"``: decayed along a half cosine
         over the epochs), ``max_epochs`` passes (see :func:`auto_max_epochs`
-        for ``"auto"``) over the ``n_train`` training ECGs in batches of
+        for ``"auto"``, shared by the ``n_nets`` nets of an ensemble) over the ``n_train``
+        training ECGs in batches of
         ``batch_size``, in an order drawn from ``seed``, early-stopping data
         ``valid_dataset`` (``None``: none); ``params`` add the module,
         criterion and placement.
         """
         max_epochs = self.max_epochs
-        if max_epochs == "auto":
-            max_epochs = auto_max_epochs(n_train)
+        if max_epochs == "auto":  # two nets of half the epochs beat one (learning_curve page)
+            max_epochs = max(1, round(auto_max_epochs(n_train) / n_nets))
         if lr_schedule == "cosine" and not any(map(_is_lr_scheduler, callbacks)):
             schedule = LRScheduler(policy="CosineAnnealingLR", T_max=max_epochs)
             callbacks = [("lr_schedule", schedule), *callbacks]
