@@ -235,8 +235,8 @@ def _add_estimator_arguments(fit):
         type=_positive_int,
         default=None,
         metavar="N",
-        help="train N nets from consecutive seeds and average their similarities: N "
-        "times the fit time, more accurate (default: 1)",
+        help="train N nets from consecutive seeds, sharing the epochs, and average their "
+        "similarities: more accurate, N times the time of predict and search (default: 1)",
     )
     fit.add_argument("--random-state", type=int, default=0)
 
