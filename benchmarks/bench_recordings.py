@@ -130,6 +130,9 @@ FRAME_SECONDS = 5
 # named as the ``--bands`` row of 0.5 Hz so that the two run once.
 BASELINES = {
     "bandpass": "band-pass 0.5-40 Hz",
+    # the documented filter without the z-score: amplitudes stay in mV, as recorded
+    "bandpass-mV": "band-pass 0.5-40 Hz, in mV",
+    "unfiltered-mV": "no filter, in mV",
     "median": "median baseline (0.2 s, 0.6 s), low-pass 40 Hz",
     "spline": "spline baseline (0.5-s medians), low-pass 40 Hz",
     "detrend": "low-pass 40 Hz, 5-s detrend",
@@ -208,15 +211,21 @@ def conditioned(records, rate, baseline="bandpass", low=0.5):
     """``records`` at ``rate`` Hz conditioned to 100 Hz, z-scored per lead.
 
     ``baseline="bandpass"``: the documented path, :class:`SignalConditioner` with a
-    band-pass of ``low``-40 Hz. Otherwise resampled to 100 Hz first (as the documented path
+    band-pass of ``low``-40 Hz; ``"bandpass-mV"``: the same without the z-score;
+    ``"unfiltered-mV"``: resampled only. Otherwise resampled to 100 Hz first (as the documented path
     does), then ``"median"`` or ``"spline"``: that baseline subtracted, then low-passed at
     40 Hz; ``"detrend"``: low-passed at 40 Hz, then a linear detrend of each 5-s frame
     (no high-pass at all).
     """
-    if baseline == "bandpass":
-        conditioner = SignalConditioner(sampling_rate=rate, target_rate=100, bandpass=(low, 40.0))
+    if baseline in ("bandpass", "bandpass-mV"):
+        conditioner = SignalConditioner(
+            sampling_rate=rate, target_rate=100, bandpass=(low, 40.0),
+            normalize="zscore" if baseline == "bandpass" else None,
+        )  # fmt: skip
         return conditioner.fit_transform(records)
     X = resample_signals(records.astype(np.float64), rate, 100)
+    if baseline == "unfiltered-mV":
+        return X.astype(np.float32)
     if baseline == "detrend":
         frame = FRAME_SECONDS * 100
         X = detrend(low_pass(X, 100), axis=-1, bp=np.arange(frame, X.shape[-1], frame))
@@ -392,7 +401,7 @@ def main(argv=None):
         choices=list(BASELINES),
         nargs="*",
         help="instead (or with --bands): compare these baseline removals on validation "
-        "patients inside the training patients; alone, all four",
+        "patients inside the training patients; alone, all of them",
     )
     parser.add_argument(
         "--wander",
