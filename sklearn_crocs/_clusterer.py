@@ -291,7 +291,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         embeddings and predictions. Shorter ECGs are refused either way. It
         acts at inference only, so it can be set on a fitted model. See
         :ref:`record_level` for what it changes in accuracy.
-    ensemble_size : int, default=1
+    ensemble_size : int, default=2
         Number of nets (encoder and prototypes each) trained on the same data
         from different seeds, one after the other.
         The model's embeddings are the nets' unit embeddings side by side,
@@ -594,7 +594,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         working_rate=100.0,
         conditioning=None,
         longer_signals="error",
-        ensemble_size=1,
+        ensemble_size=2,
         max_epochs="auto",
         batch_size=128,
         lr=1e-3,
