@@ -447,8 +447,10 @@ class BasePrototypeClusterer(
         self._fitted = FittedPrototypes(
             codec, data.class_index, learned, means, counts, self.prototypes
         )
-        for net in self.nets_:
-            check_training(net.history, float((high - low).max()), data.X)
+        # Each net's own columns: one collapsed net of an ensemble is a failed fit too.
+        spreads = (high - low).reshape(len(self.nets_), -1).max(axis=1)
+        for net, spread in zip(self.nets_, spreads):
+            check_training(net.history, float(spread), data.X)
         if self.prototypes == "mean":
             if (counts == 0).any():
                 missing = np.flatnonzero(counts == 0)
