@@ -153,7 +153,7 @@ QUICK_DEFAULTS = {"max_epochs": 5}
 QUICK_SWEEPS = {"beta": (0.2,), "embedding_dim": (32,)}
 # CROCS left untrained (its initial encoder and prototypes): a reference row
 # that shows what training adds to random convolutional features.
-UNTRAINED = {"max_epochs": 1, "lr": 1e-12}
+UNTRAINED = {"max_epochs": 1, "lr": 1e-12, "ensemble_size": 1}
 
 
 def load_ludb_lead_ii(random_state):

@@ -24,7 +24,7 @@ def data(bench):
 @pytest.mark.slow  # a default fit on real ECGs
 def test_plain_loop_is_the_default_job(bench, data):
     X, y, X_test = data
-    model = CROCSClusterer(max_epochs=1, random_state=0).fit(X, y)
+    model = CROCSClusterer(max_epochs=1, ensemble_size=1, random_state=0).fit(X, y)  # one net
     bench._check_same_job(model, X, y, X_test[:64])  # asserts
     _, labels, losses = bench.plain_fit(X[:128], y.iloc[:128], 2)
     assert losses[1] < losses[0]

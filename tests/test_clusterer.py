@@ -26,7 +26,9 @@ from torch import nn
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.nn import CNNEncoder, CROCSLoss, RandomWindow
 
-FAST = {"encoder": "cnn", "embedding_dim": 16, "max_epochs": 4, "lr": 3e-3, "batch_size": 32}
+# One net: these tests are about what one net does (ensembles have their own).
+FAST = {"encoder": "cnn", "embedding_dim": 16, "max_epochs": 4, "lr": 3e-3, "batch_size": 32,
+        "ensemble_size": 1}  # fmt: skip
 
 
 def _model(**params):

@@ -45,7 +45,7 @@ def test_fit_on_real_records(ludb_model, ludb_split):
     assert ludb_model.input_shape_ == (1, 2500)
     assert ludb_model.net_.module_.n_flat_features == 320  # the paper's frame size
     assert ludb_model.attribute_names_ == ["rhythm", "sex", "age_group"]
-    assert ludb_model.prototypes_.shape == (4 * 2 * 2, 128)
+    assert ludb_model.prototypes_.shape == (4 * 2 * 2, 128 * ludb_model.ensemble_size)
     assert ludb_model.prototype_counts_.sum() == len(X)
     assert 1 <= ludb_model.n_iter_ <= 6
     predicted = ludb_model.predict(X_test)
@@ -93,7 +93,7 @@ def test_twelve_lead_resnet_on_real_records():
         random_state=0,
     ).fit(X, y)
     assert model.input_shape_ == (12, 2500)
-    assert model.transform(ludb.data[40:42, :, :2500]).shape == (2, 32)
+    assert model.transform(ludb.data[40:42, :, :2500]).shape == (2, 32 * model.ensemble_size)
     with pytest.raises(
         ValueError,
         match=r"X has 6 lead\(s\) of 2500 samples, but CROCSClusterer was fitted on 12 lead\(s\)",

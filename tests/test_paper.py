@@ -28,6 +28,7 @@ SHARED = {
     "ordinal": None,  # Eq. 2's indicators and Eq. 3's Hamming distance: nominal
     "augment": None,  # Appendix A.1: whole 2500-sample frames, no augmentation named
     "lr_schedule": "constant",  # Table 6: Adam; no learning-rate schedule is named
+    "ensemble_size": 1,  # one network
 }
 CHAPMAN = {
     **SHARED,

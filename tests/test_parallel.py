@@ -57,7 +57,7 @@ def test_blocks_give_what_the_estimator_gives(fitted, method):
     model, X = fitted
     # Chunks along time are merged: each block holds whole ECGs.
     result = map_blocks(model, da.from_array(X, chunks=(10, 1, 100)), method=method)
-    width = 8 if method == "transform" else len(model.prototypes_)
+    width = model.prototypes_.shape[1] if method == "transform" else len(model.prototypes_)
     assert result.shape == (48, width) and result.dtype == np.float32
     assert result.chunks[0] == (10, 10, 10, 10, 8)
     np.testing.assert_allclose(result.compute(), getattr(model, method)(X), atol=1e-6)

@@ -236,7 +236,7 @@ def _add_estimator_arguments(fit):
         default=None,
         metavar="N",
         help="train N nets from consecutive seeds, sharing the epochs, and average their "
-        "similarities: more accurate, N times the time of predict and search (default: 1)",
+        "similarities: more accurate, N times the time of predict and search (default: 2)",
     )
     fit.add_argument("--random-state", type=int, default=0)
 

@@ -117,7 +117,7 @@ def test_neighbours_are_exact_for_zero_and_non_unit_embeddings(split, monkeypatc
     ending in a ReLU can output zeros), not assuming unit vectors."""
     model, X, y = split
     rng = np.random.RandomState(0)
-    embeddings = rng.randn(len(X), 16).astype(np.float32)
+    embeddings = rng.randn(len(X), model.prototypes_.shape[1]).astype(np.float32)
     embeddings *= rng.uniform(0.1, 3.0, (len(X), 1)).astype(np.float32)
     embeddings[::4] = 0
     monkeypatch.setattr(model, "transform", lambda X: embeddings)
