@@ -39,6 +39,7 @@ SCORES = [("class", "Acc"), ("sex", "Acc"), ("age", "Acc"), ("combination", "Acc
           ("class", "AMI"), ("P@10", "=3")]  # fmt: skip
 FITS = {
     "defaults": lambda n: {},
+    "ensemble_size=1": lambda n: {"ensemble_size": 1},  # one net, the default until 2026-11-29
     # max_epochs="auto" is shared by the nets: two of half the epochs, in about one's time
     "ensemble_size=2": lambda n: {"ensemble_size": 2},
     # each net on the whole budget, as before 2026-11-29: twice the time
