@@ -525,8 +525,8 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
     >>> X = np.sin(freq * np.linspace(0, 20, 500)) + 0.3 * rng.randn(60, 500)
     >>> model = CROCSClusterer(embedding_dim=16, max_epochs=5, lr=1e-3,
     ...                        validation_fraction=None, random_state=0).fit(X, y)
-    >>> model.prototypes_.shape
-    (4, 16)
+    >>> model.prototypes_.shape  # two nets (ensemble_size=2) of 16 dimensions each
+    (4, 32)
     >>> model.prototype_attributes_
     array([['AFIB', 'F'],
            ['AFIB', 'M'],
@@ -535,7 +535,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
     >>> model.predict(X[:3]).columns.tolist()
     ['rhythm', 'sex']
     >>> model.transform(X[:3]).shape
-    (3, 16)
+    (3, 32)
     """
 
     _parameter_constraints: dict = {

@@ -70,7 +70,7 @@ def map_blocks(estimator, X, *, method="transform"):
     ...                        random_state=0).fit(X, y)
     >>> embeddings = map_blocks(model, da.from_array(X, chunks=16))
     >>> embeddings.shape, embeddings.chunks[0]
-    ((40, 16), (16, 16, 8))
+    ((40, 32), (16, 16, 8))
     >>> np.allclose(embeddings.compute(), model.transform(X), atol=1e-6)
     True
     """

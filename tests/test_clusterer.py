@@ -1246,9 +1246,9 @@ def test_the_nets_of_an_ensemble_share_the_auto_epoch_budget(synthetic):
     X, y = synthetic[0][:60], synthetic[1][:60]
     params = {**FAST, "max_epochs": "auto", "validation_fraction": None}
     for size, epochs in ((1, 40), (2, 20), (3, 13)):  # "auto": 40 epochs for 60 ECGs
-        model = CROCSClusterer(**params, ensemble_size=size, random_state=0).fit(X, y)
+        model = CROCSClusterer(**{**params, "ensemble_size": size}, random_state=0).fit(X, y)
         assert [len(net.history) for net in model.nets_] == [epochs] * size
-    fixed = CROCSClusterer(**{**params, "max_epochs": 2}, ensemble_size=2).fit(X, y)
+    fixed = CROCSClusterer(**{**params, "max_epochs": 2, "ensemble_size": 2}).fit(X, y)
     assert [len(net.history) for net in fixed.nets_] == [2, 2]
 
 

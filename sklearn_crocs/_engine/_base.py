@@ -588,7 +588,7 @@ class BasePrototypeClusterer(
         ...                        validation_fraction=None, random_state=0).fit(X, y)
         >>> prototypes, attributes = model.get_prototypes("mean")
         >>> prototypes.shape, attributes.ravel().tolist()
-        ((2, 8), [0, 1])
+        ((2, 16), [0, 1])
         """
         check_is_fitted(self, "net_")
         if prototypes not in (None, "learned", "mean"):

@@ -83,7 +83,7 @@ class PrototypeDendrogramDisplay:
     ...                        random_state=0).fit(X, y)
     >>> display = PrototypeDendrogramDisplay.from_estimator(model)
     >>> display.image_.get_array().shape
-    (4, 8)
+    (4, 16)
     >>> sorted(display.row_order_.tolist())
     [0, 1, 2, 3]
     """
