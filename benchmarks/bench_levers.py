@@ -1,12 +1,13 @@
 """The levers of issue 39 at the size users train on: mean prototypes, whole records, ensembles.
 
 Protocol (the data, splits and scoring of ``bench_curve.py``): per seed,
-``CROCSClusterer()`` with its defaults and the ``--fits`` chosen (two nets
-sharing the epoch budget, ``ensemble_size=2``; or each on the full budget)
-is fitted on every training record (``--size N``: about N of them, whole
-patients; by default scored on a validation fold of 20 % of the training
-patients, ``--test`` scores the test patients), each scored with
-its learned (CP) and mean (TP) prototypes, on 5-s frames and on whole
+``CROCSClusterer()`` with its defaults (two nets sharing the epoch budget)
+and the ``--fits`` chosen (one net, ``ensemble_size=1``, by default; or two
+nets each on the full budget) is fitted on every training record
+(``--size N``: about N of them, whole patients; by default scored on a
+validation fold of 20 % of the training patients, ``--test`` scores the
+test patients), each scored with its learned (CP) and mean (TP)
+prototypes, on 5-s frames and on whole
 records (the two frames averaged, ``longer_signals="average"``). Printed:
 mean (std) over the seeds, the paired difference of each row from the
 defaults' CP frames, and the fit time.
@@ -14,7 +15,7 @@ defaults' CP frames, and the fit time.
 Usage::
 
     python benchmarks/bench_levers.py --seeds 0 1
-    python benchmarks/bench_levers.py --seeds 0 1 --size 500 --fits defaults ensemble_size=2
+    python benchmarks/bench_levers.py --seeds 0 1 --size 500 --fits defaults ensemble_size=1
     python benchmarks/bench_levers.py --combine levers_0.csv levers_1.csv
 """
 

@@ -246,8 +246,8 @@ class NeuralEstimatorMixin(SignalMixin):
 
         Adam at ``lr`` (``lr_schedule="cosine"``: decayed along a half cosine
         over the epochs), ``max_epochs`` passes (see :func:`auto_max_epochs`
-        for ``"auto"``, shared by the ``n_nets`` nets of an ensemble) over the ``n_train``
-        training ECGs in batches of
+        for ``"auto"``, a budget shared by the ``n_nets`` nets of an
+        ensemble) over the ``n_train`` training ECGs in batches of
         ``batch_size``, in an order drawn from ``seed``, early-stopping data
         ``valid_dataset`` (``None``: none); ``params`` add the module,
         criterion and placement.

@@ -189,13 +189,17 @@ class EstimatorFile:
             cls, document, tensors, os.fspath(path), device=device, encoder=encoder
         )
 
+    def _check_activation(self):
+        """ValueError if one ECG's forward pass is beyond what a model file may describe."""
+        check_activation(
+            encoder_class(self.encoder), self.input_shape_, self.embedding_dim,
+            self.encoder_params,
+        )  # fmt: skip
+
     def _file_state(self, prefix=""):
         """``(document, tensors)`` of the fitted model, for a model file."""
         try:  # load refuses a file beyond the limits: refuse it before it is written
-            check_activation(
-                encoder_class(self.encoder), self.input_shape_, self.embedding_dim,
-                self.encoder_params,
-            )  # fmt: skip
+            self._check_activation()
         except ValueError as exc:
             raise ValueError(
                 f"This model cannot be saved: {exc}, so load would refuse the file. Fit it on "
@@ -269,10 +273,7 @@ class EstimatorFile:
             check_signal_layout((1, *self.input_shape_), self.sampling_rate_, name="input_shape")
         if rates.conditioning is not None:  # the rates that fit gave it
             check_bandpass(rates.conditioning.bandpass, rates.sampling_rate, self.sampling_rate_)
-        check_activation(
-            encoder_class(self.encoder), self.input_shape_, self.embedding_dim,
-            self.encoder_params,
-        )  # fmt: skip
+        self._check_activation()
 
         shape = (len(fitted.learned), self.embedding_dim)
         labels = t["labels"].numpy()
