@@ -91,7 +91,7 @@ def sklearn_crocs(command):
 # Train
 # -----
 # Rhythm (the class), sex and age quartiles from the header comments. By
-# default each 500 Hz record is band-passed (0.5-40 Hz), resampled to the
+# default each 500 Hz record is band-passed (0.67-40 Hz), resampled to the
 # estimator's working rate (100 Hz), z-scored per lead and cut into two 5-s
 # frames; ``predict`` and ``search`` prepare new records, of any rate, the
 # same way. ``--quiet`` leaves out the progress bars and the per-epoch lines.

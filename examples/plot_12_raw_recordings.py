@@ -43,7 +43,7 @@ raw = raw.astype(np.float32)
 # %%
 # Conditioning
 # ------------
-# A zero-phase band-pass (0.5-40 Hz) removes the offset and the wander, a
+# A zero-phase band-pass (0.67-40 Hz) removes the offset and the wander, a
 # notch the mains; the records are resampled to 100 Hz and each lead is
 # z-scored. Whole records are filtered before they are cut into frames.
 

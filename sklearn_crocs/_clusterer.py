@@ -268,7 +268,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         are used as they are and only their shape is checked.
     working_rate : float, default=100.0
         Rate in Hz at which the encoder runs when ``sampling_rate`` is given;
-        ``None`` runs it at ``sampling_rate``. 100 Hz keeps what a 0.5-40 Hz
+        ``None`` runs it at ``sampling_rate``. 100 Hz keeps what a 0.67-40 Hz
         ECG holds and makes 500 Hz input cost what 100 Hz input costs (the
         defaults were chosen on 100 Hz signals; see :ref:`raw_recordings`
         for what other rates measured).

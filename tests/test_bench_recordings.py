@@ -60,3 +60,27 @@ def test_baseline_candidates_remove_the_wander(bench_recordings):
                                atol=1e-3)  # fmt: skip
     unfiltered = bench_recordings.conditioned(raw, 500, baseline="unfiltered-mV")
     assert unfiltered.shape == clean.shape and abs(unfiltered.mean()) > 1e-3  # offsets kept
+
+
+def test_signal_error_ranks_the_band_edges(bench_recordings, capsys):
+    # --signal-error: no fit, the squared error of each candidate's z-scored output against the
+    # clean records. Under the hard wander (tones up to 0.5 Hz) a 0.67 Hz edge leaves less of
+    # it than 0.5 Hz; no edge (z-score of the resampled raw records) is far worse than either.
+    from sklearn.utils import Bunch
+
+    from sklearn_crocs.datasets import load_ptbxl_sample
+
+    clean = load_ptbxl_sample().data[:40]
+    data = Bunch(clean=clean, raw=bench_recordings.make_raw(clean, 100, seed=0), rate=500)
+    bench_recordings.signal_error(data, [0.5, 0.67], ["median"])
+    lines = capsys.readouterr().out.splitlines()
+    means = {line.split(":")[0].strip(): float(line.split("mean ")[1].split(",")[0])
+             for line in lines}  # fmt: skip
+    assert list(means) == ["band-pass 0.5-40 Hz", "band-pass 0.67-40 Hz",
+                           bench_recordings.BASELINES["median"]]  # fmt: skip
+    assert 0 < means["band-pass 0.67-40 Hz"] < means["band-pass 0.5-40 Hz"] < 0.5
+    unfiltered = bench_recordings.normalize_frames(bench_recordings.z_scored(data.raw, 500))
+    assert ((unfiltered - bench_recordings.normalize_frames(clean)) ** 2).mean() > 0.5
+    # The documented path is the default edge, and named after it.
+    assert bench_recordings.DEFAULT_LOW == 0.67
+    assert bench_recordings.BASELINES["bandpass"] == "band-pass 0.67-40 Hz"

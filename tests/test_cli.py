@@ -88,7 +88,7 @@ def test_fit_cinc2021(cinc):
     assert settings["frame_seconds"] == 5
     # Conditioned by default, with the conditioner's defaults.
     assert settings["conditioning"] == {
-        "bandpass": [0.5, 40.0],
+        "bandpass": [0.67, 40.0],
         "notch": None,
         "normalize": "zscore",
     }

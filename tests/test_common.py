@@ -81,7 +81,7 @@ def test_sklearn_compatible_estimator(estimator, check):
 # The checks pass tabular data: rows of 1 to 10 features. SignalConditioner
 # reads them as ECGs of that many samples, so it is told a rate (4 Hz) at which
 # they last long enough to be checked as signals (it refuses ECGs shorter than
-# a quarter of a second) and its 0.5 Hz high-pass edge lies below Nyquist;
+# a quarter of a second) and its 0.67 Hz high-pass edge lies below Nyquist;
 # everything else is the real code path.
 # AgeGroupEncoder bins one column of ages, and refuses several columns with
 # that fix named; these checks pass it several columns (or check the message

@@ -15,7 +15,7 @@ from ._common import BUNDLED, CommandError, escape
 from ._job import main as main_job
 
 SUBCOMMANDS = ("fit", "predict", "search", "score")
-# Whether fit conditions whole records (band-pass 0.5-40 Hz, per-lead z-score)
+# Whether fit conditions whole records (band-pass 0.67-40 Hz, per-lead z-score)
 # before cutting frames: the one place that sets the default of --conditioning.
 CONDITIONING_DEFAULT = True
 
@@ -197,7 +197,7 @@ def _add_reading_arguments(fit):
         action=argparse.BooleanOptionalAction,
         default=CONDITIONING_DEFAULT,
         help="condition each whole record before cutting frames: zero-phase band-pass "
-        "0.5-40 Hz, --notch, resampling, per-lead --normalize (SignalConditioner). "
+        "0.67-40 Hz, --notch, resampling, per-lead --normalize (SignalConditioner). "
         "--no-conditioning only resamples and normalises each frame "
         f"(default: {'--conditioning' if CONDITIONING_DEFAULT else '--no-conditioning'})",
     )

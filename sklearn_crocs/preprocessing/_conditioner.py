@@ -76,7 +76,9 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
        on fewer samples), after them when it raises it;
     2. a zero-phase Butterworth band-pass (forward and backward, order
        3 per edge; :func:`scipy.signal.sosfiltfilt`), whose lower edge removes
-       DC offsets and baseline wander;
+       DC offsets and baseline wander (by default 0.67 Hz, a heart rate of 40
+       per minute: wander near 0.5 Hz passes a 0.5 Hz edge, and the zero
+       phase keeps the ST segment in place);
     3. optionally a zero-phase notch at the mains frequency (Q = 30), when
        that is below the Nyquist frequency (at 100 Hz, 50 Hz is the Nyquist
        frequency, where the band-pass's upper edge has a zero; 60 Hz is
@@ -85,7 +87,7 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
 
     It learns nothing (``fit`` only validates), so it is the same in training
     and prediction. Filter whole recordings, then cut them into frames with
-    :func:`~sklearn_crocs.preprocessing.make_frames`: a 0.5 Hz edge needs
+    :func:`~sklearn_crocs.preprocessing.make_frames`: a 0.67 Hz edge needs
     seconds of signal to settle. As the ``conditioning`` of
     :class:`~sklearn_crocs.CROCSClusterer` it is saved in the model file and
     applied to every ECG given to the model, with the rates set by the model.
@@ -98,7 +100,7 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
         Rate of the input signals in Hz; required by ``fit`` and ``transform``.
     target_rate : float, default=None
         Rate of the output in Hz; ``None`` keeps ``sampling_rate``.
-    bandpass : tuple of (float, float or None), default=(0.5, 40.0)
+    bandpass : tuple of (float, float or None), default=(0.67, 40.0)
         Edges of the band-pass in Hz; ``(low, None)``, or an upper edge at or
         above half the sampling rate, is a high-pass. ``None``: no filter.
     notch : {50, 60} or None, default=None
@@ -148,7 +150,7 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
         *,
         sampling_rate=None,
         target_rate=None,
-        bandpass=(0.5, 40.0),
+        bandpass=(0.67, 40.0),
         notch=None,
         normalize="zscore",
     ):
