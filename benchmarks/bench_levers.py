@@ -48,6 +48,10 @@ FITS = {
         "ensemble_size": 2,
         "max_epochs": auto_max_epochs(n),
     },
+    # the learning rate and the augmentation, chosen on 500 records, at full size
+    "lr=2e-3": lambda n: {"lr": 2e-3},
+    "lr=5e-4": lambda n: {"lr": 5e-4},
+    "augment=None": lambda n: {"augment": None},
 }
 BASE = "defaults"
 

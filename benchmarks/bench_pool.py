@@ -14,12 +14,20 @@ Protocol (the data, splits and scoring of ``bench_curve.py``):
   (a) 10 % of the training patients labelled alone,
   (b) those 10 % labelled and the other 90 % unlabelled (attributes missing),
   (c) every training ECG labelled;
+- with ``--self-training KEEP``, also self-training from scratch: the model of
+  (a) labels the other 90 % (its nearest learned prototype, a record's two
+  frames averaged), each record keeps the teacher's class, and its sex and
+  age only among the ``KEEP`` fraction of records where the teacher's best
+  value leads the next by the widest margin (the others missing); then a
+  new ``CROCSClusterer()`` is fitted on the 10 % and those pseudo-labels;
 - gap closed, per attribute, on means over the splits:
   ``(row - 10 % from scratch) / (all labelled from scratch - 10 % from scratch)``.
 
 Usage::
 
     python benchmarks/bench_pool.py --validation --seeds 0 1   # choose the recipe
+    python benchmarks/bench_pool.py --validation --seeds 0 1 --methods --self-training 0.3 \
+        --settings "10% labelled alone" "all labelled"   # self-training, no pretraining
     python benchmarks/bench_pool.py --seeds 0 1 2 --methods cmsc   # judge it on the test patients
     python benchmarks/bench_pool.py --seeds 0 --methods cmsc \
         --curve benchmarks/results/learning_curve_seed0.csv   # scratch rows of bench_curve.py
@@ -54,6 +62,7 @@ from _utils import machine_summary  # noqa: E402
 
 SCRATCH = "scratch"
 SETTINGS = ("10% labelled alone", "10% labelled + 90% unlabelled", "all labelled")
+SELF_TRAINED = "10% labelled + 90% pseudo-labelled"
 SCORES = [("class", "Acc"), ("sex", "Acc"), ("age", "Acc"), ("combination", "Acc"),
           ("class", "AMI"), ("P@10", "=3")]  # fmt: skip
 
@@ -103,11 +112,57 @@ def run_seed(records, seed, args):
                 ("pretraining", "s"): pretrain_seconds,
             }
             print(f"seed {seed}: {setting}, {name} done", flush=True)
+            if (setting, name) == (SETTINGS[0], SCRATCH):
+                teacher = model
             if reused and (setting, name) == (SETTINGS[0], SCRATCH):
                 check_reusable(rows[f"{setting}, {name}"], curve, args.curve)
+    if args.self_training is not None:
+        keep = args.self_training
+        pool = pseudo_labels(teacher, X[~labelled], y, keep)
+        for column in y.columns:
+            known = pool[column].notna().to_numpy()
+            truth = y.loc[~labelled, column].astype(str).to_numpy()[known]
+            right = np.mean(pool[column].to_numpy()[known].astype(str) == truth)
+            print(f"seed {seed}: {column} pseudo-labels on {known.mean():.0%} of the pool, "
+                  f"{right:.1%} right", flush=True)  # fmt: skip
+        y_self = y.copy()
+        for column in y.columns:
+            y_self.loc[~labelled, column] = pool[column].to_numpy()
+        start = time.perf_counter()
+        model = CROCSClusterer(**quick, random_state=seed).fit(X, y_self, groups=g)
+        # TP prototypes from the labelled 10 % only (pseudo-labels are partly missing)
+        rows[f"{SELF_TRAINED} (top {keep:.0%}), {SCRATCH}"] = {
+            **scored(model, X_test, y_test, X[labelled], y[labelled])[""],
+            ("fit", "s"): time.perf_counter() - start,
+            ("pretraining", "s"): 0.0,
+        }
+        print(f"seed {seed}: self-training done", flush=True)
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     return table
+
+
+def pseudo_labels(teacher, X_pool, y, keep):
+    """The teacher's attributes for the pool's frames (``make_frames`` puts a record's two
+    frames in consecutive rows; they get the record's labels, from their mean embedding):
+    the class for every record, the other attributes only on the ``keep`` fraction of records
+    where the best value's prototype similarity leads the next value's the most."""
+    embeddings = teacher.transform(X_pool)
+    records = embeddings.reshape(-1, 2, embeddings.shape[1]).mean(axis=1)
+    prototypes, attributes = teacher.get_prototypes("learned")
+    similarity = records @ prototypes.T
+    pool = {}
+    for j, column in enumerate(y.columns):
+        values = list(dict.fromkeys(attributes[:, j]))  # those with a prototype
+        # per value, the similarity of its most similar prototype
+        best = np.stack([similarity[:, attributes[:, j] == v].max(axis=1) for v in values], 1)
+        top_two = np.sort(best, axis=1)[:, -2:]
+        label = np.array(values, dtype=object)[best.argmax(axis=1)]
+        if column != "class" and keep < 1:
+            margin = top_two[:, 1] - top_two[:, 0]
+            label[margin < np.quantile(margin, 1 - keep)] = np.nan
+        pool[column] = np.repeat(label, 2)
+    return pd.DataFrame(pool)
 
 
 def check_reusable(row, curve, path):
@@ -139,18 +194,17 @@ def report(tables, output, part):
             print("\nGap closed between 10 % labelled alone and all labelled, from scratch "
                   "(on the means; 0.5 = half)")  # fmt: skip
             print(gap_closed(mean).round(2).to_string())
-        if len(tables) > 1:
+        diffs = {}
+        for name in tables[0].index if len(tables) > 1 else []:
+            setting, init = name.rsplit(", ", 1)
+            if init != SCRATCH and f"{setting}, {SCRATCH}" in tables[0].index:
+                d = pd.DataFrame([t.loc[name] - t.loc[f"{setting}, {SCRATCH}"]
+                                  for t in tables])  # fmt: skip
+                cols = [c for c in SCORES if c in d.columns]
+                diffs[name] = d[cols].agg(lambda c: f"{c.mean():+.1f} ({c.std(ddof=1):.1f})")
+        if diffs:
             print("\nMinus the random initialisation of the same setting, paired by split "
                   "(points): mean (std)")  # fmt: skip
-            diffs = {}
-            for name in tables[0].index:
-                setting, init = name.rsplit(", ", 1)
-                if init != SCRATCH and f"{setting}, {SCRATCH}" in tables[0].index:
-                    d = pd.DataFrame([t.loc[name] - t.loc[f"{setting}, {SCRATCH}"]
-                                      for t in tables])  # fmt: skip
-                    cols = [c for c in SCORES if c in d.columns]
-                    diffs[name] = d[cols].agg(
-                        lambda c: f"{c.mean():+.1f} ({c.std(ddof=1):.1f})")
             print(pd.DataFrame(diffs).T.to_string())
     print(f"\nWritten to {output}")
     return 0
@@ -159,9 +213,14 @@ def report(tables, output, part):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--methods", nargs="+", default=["cmsc", "augment"])
+    parser.add_argument("--methods", nargs="*", default=["cmsc", "augment"])
     parser.add_argument("--pretrain-epochs", type=int, default=30)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument(
+        "--self-training", type=float, metavar="KEEP",
+        help="also self-train from scratch, keeping the teacher's sex and age on this fraction "
+        "of the pool (needs the setting '10%% labelled alone')",
+    )  # fmt: skip
     parser.add_argument("--output", type=Path, default=Path("pool.csv"))
     parser.add_argument(
         "--curve", type=Path, help="a one-seed bench_curve.py output: its full-size scratch rows"
@@ -172,6 +231,8 @@ def main(argv=None):
     parser.add_argument("--combine", type=Path, nargs="+",
                         help="join the --output files of one-seed runs")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.self_training is not None and SETTINGS[0] not in args.settings:
+        parser.error(f"--self-training needs the setting {SETTINGS[0]!r}: its teacher")
     part = "validation folds of the training patients" if args.validation else "test patients"
     if args.combine:
         tables = [pd.read_csv(f, header=[0, 1, 2], index_col=0)["mean"] for f in args.combine]
