@@ -16,6 +16,7 @@ Usage::
 
     python benchmarks/bench_levers.py --seeds 0 1
     python benchmarks/bench_levers.py --seeds 0 1 --size 500 --fits defaults ensemble_size=1
+    python benchmarks/bench_levers.py --seeds 0 1 --fits defaults lr=2e-3 lr=5e-4 augment=None
     python benchmarks/bench_levers.py --combine levers_0.csv levers_1.csv
 """
 
