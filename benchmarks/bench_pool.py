@@ -119,14 +119,13 @@ def run_seed(records, seed, args):
     if args.self_training is not None:
         keep = args.self_training
         pool = pseudo_labels(teacher, X[~labelled], y, keep)
+        y_self = y.copy()
         for column in y.columns:
             known = pool[column].notna().to_numpy()
             truth = y.loc[~labelled, column].astype(str).to_numpy()[known]
             right = np.mean(pool[column].to_numpy()[known].astype(str) == truth)
             print(f"seed {seed}: {column} pseudo-labels on {known.mean():.0%} of the pool, "
                   f"{right:.1%} right", flush=True)  # fmt: skip
-        y_self = y.copy()
-        for column in y.columns:
             y_self.loc[~labelled, column] = pool[column].to_numpy()
         start = time.perf_counter()
         model = CROCSClusterer(**quick, random_state=seed).fit(X, y_self, groups=g)

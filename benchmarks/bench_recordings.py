@@ -438,14 +438,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.dataset == "more" and args.working_rates:
         parser.error("--working-rates needs the clean records of --dataset sample")
+    no_candidates = args.bands is None and args.baselines is None
+    if args.signal_error and (args.dataset == "more" or no_candidates):
+        parser.error("--signal-error needs --bands or --baselines on --dataset sample")
     baselines = list(BASELINES) if args.baselines == [] else args.baselines
     seeds = args.seeds[:1] if args.quick else args.seeds
     params = {"max_epochs": 2} if args.quick else {}
     print(f"Machine: {machine_summary()}; load average {os.getloadavg()[0]:.2f}")
     data, about = load(args)
     if args.signal_error:
-        if data.clean is None or (args.bands is None and baselines is None):
-            parser.error("--signal-error needs --bands or --baselines on --dataset sample")
         print(f"{about}; mean squared error of the z-scored signals against the clean ones")
         signal_error(data, args.bands, baselines)
         return 0
