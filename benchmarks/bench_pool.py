@@ -21,7 +21,14 @@ Protocol (the data, splits and scoring of ``bench_curve.py``):
   value leads the next by the widest margin (the others missing); then a
   new ``CROCSClusterer()`` is fitted on the 10 % and those pseudo-labels;
 - gap closed, per attribute, on means over the splits:
-  ``(row - 10 % from scratch) / (all labelled from scratch - 10 % from scratch)``.
+  ``(row - 10 % from scratch) / (all labelled from scratch - 10 % from scratch)``;
+- with ``--probe``, no fit from a pretrained encoder: instead a linear probe of
+  each representation (the fits from scratch of the 10 % alone and of every
+  label, and each pretrained encoder): per attribute, a logistic regression
+  on the standardised embeddings of the **10 % labelled** frames, its ``C``
+  chosen by patient-grouped 5-fold cross-validation inside them, scored on the
+  scored part's frames. What a representation holds of an attribute that 10 %
+  of the labels can read.
 
 Usage::
 
@@ -39,6 +46,7 @@ same seed and test part (the same fits, which take most of the time) instead
 of fitting them again; the 10 % alone is still fitted, and must come out as
 bench_curve's (same seed, same thread count: the same numbers), which is
 checked.
+    python benchmarks/bench_pool.py --validation --seeds 0 1 --probe   # what each one holds
     python benchmarks/bench_pool.py --quick   # one seed, 2 epochs: a smoke test
 """
 
@@ -55,6 +63,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _ptbxl_all import frames, load_records  # noqa: E402
 from bench_accuracy import mean_std  # noqa: E402
 from bench_curve import parts, scored  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.model_selection import GridSearchCV, GroupKFold  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from sklearn_crocs import ContrastivePretrainer, CROCSClusterer  # noqa: E402
 
@@ -86,7 +98,7 @@ def run_seed(records, seed, args):
         start = time.perf_counter()
         pretrainer = ContrastivePretrainer(
             method=method, max_epochs=2 if args.quick else args.pretrain_epochs,
-            random_state=seed,
+            random_state=seed, **args.views,
         ).fit(records.X[train], groups=records.groups[train])  # fmt: skip
         inits[method] = (pretrainer, time.perf_counter() - start)
         print(f"seed {seed}: {method} pretrained in {inits[method][1]:.0f} s, "
@@ -97,9 +109,12 @@ def run_seed(records, seed, args):
         curve = pd.read_csv(args.curve, header=[0, 1, 2], index_col=0)["mean"]
         reused = {f"{SETTINGS[1]}, {SCRATCH}": curve.loc["10% labelled + 90% unlabelled"],
                   f"{SETTINGS[2]}, {SCRATCH}": curve.loc["CROCS, all records"]}  # fmt: skip
+    probed = {}
     for setting in args.settings:
         X_fit, y_fit, g_fit = data[setting]
         for name, (pretrainer, pretrain_seconds) in inits.items():
+            if args.probe and name != SCRATCH:
+                continue
             if f"{setting}, {name}" in reused:
                 rows[f"{setting}, {name}"] = reused[f"{setting}, {name}"].to_dict()
                 continue
@@ -112,6 +127,8 @@ def run_seed(records, seed, args):
                 ("pretraining", "s"): pretrain_seconds,
             }
             print(f"seed {seed}: {setting}, {name} done", flush=True)
+            if args.probe:
+                probed[f"CROCS, {setting}"] = (model, rows[f"{setting}, {name}"][("fit", "s")])
             if (setting, name) == (SETTINGS[0], SCRATCH):
                 teacher = model
             if reused and (setting, name) == (SETTINGS[0], SCRATCH):
@@ -136,9 +153,30 @@ def run_seed(records, seed, args):
             ("pretraining", "s"): 0.0,
         }
         print(f"seed {seed}: self-training done", flush=True)
+    if args.probe:
+        probed.update({f"pretrained, {name}": init for name, init in inits.items() if init[0]})
+        rows = {name: linear_probe(model, seconds, (X, y, g), labelled, (X_test, y_test))
+                for name, (model, seconds) in probed.items()}  # fmt: skip
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     return table
+
+
+def linear_probe(model, seconds, train, labelled, scored_part):
+    """Accuracy per attribute of a logistic regression on ``model``'s embeddings of the
+    labelled frames of ``train``, ``C`` chosen by patient-grouped cross-validation on them."""
+    (X, y, g), (X_test, y_test) = train, scored_part
+    embeddings, test = model.transform(X[labelled]), model.transform(X_test)
+    row = {("time", "s"): seconds}
+    for column in ("class", "sex", "age"):
+        target = y.loc[labelled, column].astype(str).to_numpy()
+        folds = list(GroupKFold(5).split(embeddings, target, g[labelled]))
+        logistic = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+        probe = GridSearchCV(logistic, {"logisticregression__C": [1e-3, 1e-2, 1e-1, 1]}, cv=folds)
+        probe.fit(embeddings, target)
+        truth = y_test[column].astype(str).to_numpy()
+        row[(column, "probe Acc")] = 100 * np.mean(probe.predict(test) == truth)
+    return row
 
 
 def pseudo_labels(teacher, X_pool, y, keep):
@@ -185,7 +223,9 @@ def gap_closed(mean):
 def report(tables, output, part):
     mean, std, text = mean_std(tables)
     pd.concat({"mean": mean, "std": std}, axis=1).to_csv(output)
-    columns = [c for c in SCORES + [("fit", "s"), ("pretraining", "s")] if c in text.columns]
+    probes = [(c, "probe Acc") for c in ("class", "sex", "age")] + [("time", "s")]
+    columns = [c for c in SCORES + [("fit", "s"), ("pretraining", "s")] + probes
+               if c in text.columns]  # fmt: skip
     with pd.option_context("display.width", 250, "display.max_columns", 50):
         print(f"\n% on the {part}: mean (std) over {len(tables)} split(s)")
         print(text[columns].to_string())
@@ -214,7 +254,14 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="*", default=["cmsc", "augment"])
     parser.add_argument("--pretrain-epochs", type=int, default=30)
+    for view in ("amplitude-jitter", "noise"):  # None: the pretrainer's own default
+        parser.add_argument(f"--{view}", type=float, help="a ContrastivePretrainer parameter")
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument(
+        "--probe", action="store_true",
+        help="a linear probe of each representation instead of the pretrained fits (with the "
+        "settings '10%% labelled alone' and 'all labelled')",
+    )  # fmt: skip
     parser.add_argument(
         "--self-training", type=float, metavar="KEEP",
         help="also self-train from scratch, keeping the teacher's sex and age on this fraction "
@@ -232,14 +279,20 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.self_training is not None and SETTINGS[0] not in args.settings:
         parser.error(f"--self-training needs the setting {SETTINGS[0]!r}: its teacher")
+    if args.probe and args.self_training is not None:
+        parser.error("--probe replaces the fits from a pretrained encoder: no --self-training")
+    if args.probe:
+        args.settings = [SETTINGS[0], SETTINGS[2]]
+    args.views = {name: value for name, value in [("amplitude_jitter", args.amplitude_jitter),
+                                                  ("noise", args.noise)] if value is not None}
     part = "validation folds of the training patients" if args.validation else "test patients"
     if args.combine:
         tables = [pd.read_csv(f, header=[0, 1, 2], index_col=0)["mean"] for f in args.combine]
         return report(tables, args.output, part)
     seeds = args.seeds[:1] if args.quick else args.seeds
     print(f"Machine: {machine_summary()}; load average {os.getloadavg()[0]:.2f}")
-    print(f"PTB-XL sample + ptbxl-more; seeds {seeds}; scored on {part}; "
-          f"pretraining {args.methods}, {args.pretrain_epochs} epochs")  # fmt: skip
+    print(f"PTB-XL sample + ptbxl-more; seeds {seeds}; scored on {part}; pretraining "
+          f"{args.methods}, {args.pretrain_epochs} epochs, views {args.views}")  # fmt: skip
     records = load_records()
     start = time.perf_counter()
     tables = []

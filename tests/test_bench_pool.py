@@ -46,3 +46,23 @@ def test_pseudo_labels_keep_the_class_and_the_surest_other_attributes(bench_pool
     np.testing.assert_array_equal(pool["sex"].to_numpy()[kept], np.repeat(expected[sure, 1], 2))
     everything = bench_pool.pseudo_labels(Teacher(), frames, y, keep=1.0)
     assert everything["sex"].notna().all()
+
+
+def test_linear_probe_reads_what_the_embeddings_hold(bench_pool):
+    """An embedding that holds sex (not age) is read as such from the labelled frames alone."""
+    rng = np.random.default_rng(0)
+    n = 400
+    y = pd.DataFrame({"class": rng.choice(["NORM", "ABN"], n), "sex": rng.choice(["F", "M"], n),
+                      "age": rng.choice(["Q1", "Q2", "Q3", "Q4"], n)})  # fmt: skip
+    X = np.column_stack([(y["sex"] == "M") + 0.1 * rng.normal(size=n), rng.normal(size=(n, 3))])
+    groups = np.arange(n) // 2
+    labelled = groups < 50  # the probe sees these 100 frames only
+
+    class Model:
+        def transform(self, X):
+            return X
+
+    row = bench_pool.linear_probe(Model(), 1.5, (X, y, groups), labelled, (X, y))
+    assert row[("time", "s")] == 1.5
+    assert row[("sex", "probe Acc")] == 100.0
+    assert row[("age", "probe Acc")] < 40 and row[("class", "probe Acc")] < 65  # chance: 25, 50
