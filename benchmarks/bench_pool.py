@@ -279,8 +279,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.self_training is not None and SETTINGS[0] not in args.settings:
         parser.error(f"--self-training needs the setting {SETTINGS[0]!r}: its teacher")
-    if args.probe and args.self_training is not None:
-        parser.error("--probe replaces the fits from a pretrained encoder: no --self-training")
+    if args.probe and (args.self_training is not None or args.curve is not None):
+        # --curve's rows come without their models, which the probe needs
+        parser.error("--probe fits and probes its own models: no --self-training or --curve")
     if args.probe:
         args.settings = [SETTINGS[0], SETTINGS[2]]
     args.views = {name: value for name, value in [("amplitude_jitter", args.amplitude_jitter),
