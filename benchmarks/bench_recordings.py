@@ -135,6 +135,8 @@ BASELINES = {
     "bandpass": f"band-pass {DEFAULT_LOW:g}-40 Hz",
     # the documented filter without the z-score: amplitudes stay in mV, as recorded
     "bandpass-mV": f"band-pass {DEFAULT_LOW:g}-40 Hz, in mV",
+    # one standard deviation for all leads of a record: no unit, relative amplitudes stay
+    "bandpass-joint": f"band-pass {DEFAULT_LOW:g}-40 Hz, z-score per record",
     "unfiltered-mV": "no filter, in mV",
     "median": "median baseline (0.2 s, 0.6 s), low-pass 40 Hz",
     "spline": "spline baseline (0.5-s medians), low-pass 40 Hz",
@@ -215,15 +217,18 @@ def conditioned(records, rate, baseline="bandpass", low=DEFAULT_LOW):
 
     ``baseline="bandpass"``: the documented path, :class:`SignalConditioner` with a
     band-pass of ``low``-40 Hz; ``"bandpass-mV"``: the same without the z-score;
+    ``"bandpass-joint"``: the same with ``normalize="zscore-joint"`` (each lead centred, all
+    leads of a record divided by one standard deviation: their relative amplitudes stay);
     ``"unfiltered-mV"``: resampled only. Otherwise resampled to 100 Hz first (as the documented path
     does), then ``"median"`` or ``"spline"``: that baseline subtracted, then low-passed at
     40 Hz; ``"detrend"``: low-passed at 40 Hz, then a linear detrend of each 5-s frame
     (no high-pass at all).
     """
-    if baseline in ("bandpass", "bandpass-mV"):
+    normalize = {"bandpass": "zscore", "bandpass-joint": "zscore-joint", "bandpass-mV": None}
+    if baseline in normalize:
         conditioner = SignalConditioner(
             sampling_rate=rate, target_rate=100, bandpass=(low, 40.0),
-            normalize="zscore" if baseline == "bandpass" else None,
+            normalize=normalize[baseline],
         )  # fmt: skip
         return conditioner.fit_transform(records)
     X = resample_signals(records.astype(np.float64), rate, 100)

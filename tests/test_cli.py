@@ -469,6 +469,28 @@ def test_npz_with_labels_in_order_and_by_record_column(ludb_arrays, model_100hz,
     assert "has 10 rows for the 102 records" in error_line(err)
 
 
+def test_normalize_zscore_joint_is_saved_and_unit_free(ludb_arrays, tmp_path):
+    """--normalize zscore-joint: one spread for all leads of a record, kept by the model."""
+    folder, _ = ludb_arrays
+    argv = ["fit", folder / "ludb100.npz", "--sampling-rate", 100, "--labels"]
+    argv += [folder / "labels.csv", "--attributes", "rhythm,sex", "--model", tmp_path / "m"]
+    status, _, err = run(*argv, "--normalize", "zscore-joint", *TINY, "--quiet")
+    assert status == 0, err
+    settings = json.loads((tmp_path / "m" / "settings.json").read_text())
+    assert settings["conditioning"]["normalize"] == "zscore-joint"
+    # The same records in microvolts are predicted alike: the scaling has no unit.
+    with np.load(folder / "ludb100.npz") as arrays:
+        np.savez(tmp_path / "uv.npz", **{**arrays, "X": 1000 * arrays["X"]})
+    tables = []
+    for name in ("ludb100.npz", "uv.npz"):
+        source = folder / name if name.startswith("ludb") else tmp_path / name
+        argv = ["predict", source, "--sampling-rate", 100, "--model", tmp_path / "m"]
+        status, _, err = run(*argv, "--out", tmp_path / f"{name}.csv", "--proba", "--quiet")
+        assert status == 0, err
+        tables.append(pd.read_csv(tmp_path / f"{name}.csv"))
+    np.testing.assert_allclose(tables[0]["rhythm_proba"], tables[1]["rhythm_proba"], atol=1e-4)
+
+
 def test_predict_at_another_rate_than_the_model(ludb_arrays, model_100hz, tmp_path):
     """Records at 500 Hz given to a 100 Hz model are prepared as the 100 Hz ones."""
     folder, _ = ludb_arrays

@@ -270,7 +270,8 @@ def test_retriever_round_trip(fitted_models, data, tmp_path, wrap):
     elif wrap == "frozen":
         estimator = FrozenEstimator(model)
     else:
-        pipeline = make_pipeline(FrameNormalizer(), clone(model)).fit(X, y)
+        # any of normalize_frames' methods is saved and read back
+        pipeline = make_pipeline(FrameNormalizer(method="zscore-joint"), clone(model)).fit(X, y)
         estimator = FrozenEstimator(pipeline)
     retriever = PrototypeRetriever(estimator, n_neighbors=4, prototypes="mean").fit(X[:30])
     queries = [

@@ -19,6 +19,7 @@ from sklearn.pipeline import Pipeline
 from .._clusterer import CROCSClusterer
 from .._utils import _crocs_step
 from ..preprocessing import FrameNormalizer
+from ..preprocessing._signals import NORMALIZE_METHODS
 from ._estimator import estimator_from_state, estimator_state
 from ._format import (
     MAX_NESTING,
@@ -100,7 +101,7 @@ def _estimator_from_spec(spec, tensors, path, device, encoder, depth=0):
                 )
         return Pipeline(steps, verbose=bool(content["verbose"]))
     if kind == "FrameNormalizer":
-        if content["method"] not in ("zscore", "minmax"):
+        if content["method"] not in NORMALIZE_METHODS:
             raise ValueError(f"unknown FrameNormalizer method {content['method']!r}")
         step = FrameNormalizer(method=content["method"])
         if "n_features_in" in content:

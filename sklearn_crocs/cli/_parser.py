@@ -197,7 +197,7 @@ def _add_reading_arguments(fit):
         action=argparse.BooleanOptionalAction,
         default=CONDITIONING_DEFAULT,
         help="condition each whole record before cutting frames: zero-phase band-pass "
-        "0.67-40 Hz, --notch, resampling, per-lead --normalize (SignalConditioner). "
+        "0.67-40 Hz, --notch, resampling, --normalize (SignalConditioner). "
         "--no-conditioning only resamples and normalises each frame "
         f"(default: {'--conditioning' if CONDITIONING_DEFAULT else '--no-conditioning'})",
     )
@@ -210,10 +210,11 @@ def _add_reading_arguments(fit):
     )
     fit.add_argument(
         "--normalize",
-        choices=["zscore", "minmax", "none"],
+        choices=["zscore", "zscore-joint", "minmax", "none"],
         default="zscore",
-        help="scaling of each lead: of the whole record with conditioning, of each "
-        "frame without (default: zscore)",
+        help="scaling of the whole record with conditioning, of each frame without: "
+        "zscore and minmax scale each lead on its own, zscore-joint all leads by one "
+        "standard deviation (their relative amplitudes stay) (default: zscore)",
     )
 
 

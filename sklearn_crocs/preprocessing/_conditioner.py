@@ -107,8 +107,12 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
         Mains frequency to remove. ``None``: no notch (a 40 Hz upper edge
         attenuates 50 Hz by about 14 dB and 60 Hz by 22 dB at 500 Hz, and
         resampling to 100 Hz removes both).
-    normalize : {"zscore", "minmax"} or None, default="zscore"
-        Per-lead scaling after filtering; ``None`` keeps mV.
+    normalize : {"zscore", "zscore-joint", "minmax"} or None, default="zscore"
+        Scaling after filtering: ``"zscore"`` and ``"minmax"`` scale each lead
+        of a record on its own; ``"zscore-joint"`` centres each lead and
+        divides all leads of a record by one standard deviation, so that,
+        unit-free, they keep their relative amplitudes (which differ between
+        men and women); ``None`` keeps mV.
 
     Attributes
     ----------

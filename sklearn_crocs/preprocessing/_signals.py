@@ -21,7 +21,7 @@ from sklearn.utils.validation import validate_data
 from .._display import DocLinkMixin
 from .._utils import _warn
 
-NORMALIZE_METHODS = ("zscore", "minmax")
+NORMALIZE_METHODS = ("zscore", "zscore-joint", "minmax")
 # Sampling rates the package takes, in Hz: ECG recorders sample at 50 Hz to a
 # few kHz. Far outside, a rate is a mistake (units, a damaged header) whose
 # arithmetic fails later with a message that names neither the rate nor the fix.
@@ -326,6 +326,11 @@ def normalize_array(X, method):
     if method == "zscore":
         center = X.mean(axis=-1, keepdims=True)
         scale = X.std(axis=-1, keepdims=True)
+    elif method == "zscore-joint":
+        # Each lead centred, all leads of an ECG divided by one standard deviation:
+        # no unit, but the leads' relative amplitudes (which differ by sex) stay.
+        center = X.mean(axis=-1, keepdims=True)
+        scale = (X - center).std(axis=(-2, -1) if X.ndim > 2 else -1, keepdims=True)
     else:
         center = X.min(axis=-1, keepdims=True)
         scale = X.max(axis=-1, keepdims=True) - center
@@ -340,7 +345,10 @@ def normalize_frames(X, method="zscore"):
     """Normalise every frame and lead separately along the last axis.
 
     ``"zscore"`` (PTB-XL in the paper) subtracts the mean and divides by the
-    standard deviation; ``"minmax"`` (Chapman) maps the minimum to 0 and the
+    standard deviation; ``"zscore-joint"`` subtracts each lead's mean and
+    divides all leads of a frame by their one standard deviation, so the
+    leads keep their relative amplitudes (for 2-D input, one lead per frame,
+    it is ``"zscore"``); ``"minmax"`` (Chapman) maps the minimum to 0 and the
     maximum to 1. A flat lead (zero standard deviation or range) becomes all
     zeros rather than NaN.
 
@@ -350,7 +358,7 @@ def normalize_frames(X, method="zscore"):
     ----------
     X : array-like of shape (n_frames, [n_leads,] n_samples)
         Frames, time on the last axis.
-    method : {"zscore", "minmax"}, default="zscore"
+    method : {"zscore", "zscore-joint", "minmax"}, default="zscore"
 
     Returns
     -------
@@ -368,8 +376,9 @@ def normalize_frames(X, method="zscore"):
     """
     if method not in NORMALIZE_METHODS:
         raise ValueError(
-            f"method must be 'zscore' (per-frame standardisation, PTB-XL) or "
-            f"'minmax' (scale each frame to [0, 1], Chapman), got {method!r}."
+            f"method must be 'zscore' (per-frame standardisation, PTB-XL), 'zscore-joint' "
+            f"(one standard deviation for all leads of a frame) or 'minmax' (scale each "
+            f"frame to [0, 1], Chapman), got {method!r}."
         )
     X = _as_signal_array(X)
     _check_finite(X)
@@ -388,10 +397,12 @@ class FrameNormalizer(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, Base
 
     Parameters
     ----------
-    method : {"zscore", "minmax"}, default="zscore"
+    method : {"zscore", "zscore-joint", "minmax"}, default="zscore"
         ``"zscore"``: zero mean and unit standard deviation per frame and lead
-        (PTB-XL in the paper); ``"minmax"``: range [0, 1] (Chapman). Flat
-        leads become zeros.
+        (PTB-XL in the paper); ``"zscore-joint"``: each lead centred, all
+        leads of a frame divided by one standard deviation (their relative
+        amplitudes stay); ``"minmax"``: range [0, 1] (Chapman). Flat leads
+        become zeros.
 
     Attributes
     ----------
@@ -419,7 +430,7 @@ class FrameNormalizer(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, Base
 
     def _validate(self, X, reset):
         if self.method not in NORMALIZE_METHODS:
-            raise ValueError(f"method must be 'zscore' or 'minmax', got {self.method!r}.")
+            raise ValueError(f"method must be one of {NORMALIZE_METHODS}, got {self.method!r}.")
         return validate_data(
             self,
             X,

@@ -155,9 +155,28 @@ def test_zscore_and_minmax_per_frame_and_lead():
     np.testing.assert_allclose(normalize_frames(X2, "minmax")[0, 1], M[0, 1], atol=1e-6)
 
 
+def test_zscore_joint_keeps_the_leads_relative_amplitudes():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4, 3, 200)) * np.array([0.5, 2.0, 1.0])[:, None] + 7.0
+    J = normalize_frames(X, "zscore-joint")
+    np.testing.assert_allclose(J.mean(axis=-1), 0, atol=1e-12)
+    np.testing.assert_allclose(J.std(axis=(1, 2)), 1)  # one scale per frame, all leads
+    # Per lead it is the z-score times the lead's share of the frame's spread...
+    share = X.std(axis=-1) / (X - X.mean(axis=-1, keepdims=True)).std(axis=(1, 2))[:, None]
+    np.testing.assert_allclose(J, normalize_frames(X, "zscore") * share[..., None])
+    # ... so the ratio of two leads' amplitudes survives, and no unit does.
+    np.testing.assert_allclose(J.std(axis=-1)[:, 1] / J.std(axis=-1)[:, 0],
+                               X.std(axis=-1)[:, 1] / X.std(axis=-1)[:, 0])  # fmt: skip
+    np.testing.assert_allclose(normalize_frames(1000 * X - 3, "zscore-joint"), J)
+    # 2-D input has one lead per frame: the z-score of each row.
+    np.testing.assert_allclose(normalize_frames(X[:, 0], "zscore-joint"),
+                               normalize_frames(X[:, 0], "zscore"))  # fmt: skip
+    np.testing.assert_allclose(FrameNormalizer(method="zscore-joint").fit_transform(X), J)
+
+
 def test_normalize_flat_signals_give_zeros():
     X = np.array([[[4.0] * 10, list(range(10))]])
-    for method in ("zscore", "minmax"):
+    for method in ("zscore", "zscore-joint", "minmax"):
         out = normalize_frames(X, method)
         assert np.isfinite(out).all()
         np.testing.assert_array_equal(out[0, 0], 0.0)
@@ -183,7 +202,7 @@ def test_frame_normalizer_is_stateless_and_pipeline_ready():
         fitted.transform(rng.normal(size=(5, 3, 50)))
     pipe = make_pipeline(FrameNormalizer(), FrameNormalizer(method="minmax"))
     assert pipe.fit_transform(X).shape == X.shape
-    with pytest.raises(ValueError, match="method must be 'zscore' or 'minmax'"):
+    with pytest.raises(ValueError, match="method must be one of"):
         FrameNormalizer(method="l2").fit(X)
 
 
@@ -218,7 +237,9 @@ def test_paper_chapman_preprocessing_chain_on_ludb():
     assert len(attrs1) == len(groups1) == 48
 
 
-@parametrize_with_checks([FrameNormalizer(), FrameNormalizer(method="minmax")])
+@parametrize_with_checks(
+    [FrameNormalizer(), FrameNormalizer(method="zscore-joint"), FrameNormalizer(method="minmax")]
+)
 def test_frame_normalizer_passes_sklearn_checks(estimator, check):
     check(estimator)
 
@@ -265,6 +286,11 @@ def test_signal_conditioner_options():
     )
     unfiltered = SignalConditioner(sampling_rate=500, bandpass=None, normalize=None).fit_transform(raw)
     np.testing.assert_allclose(unfiltered, raw.astype(np.float32))
+    # The joint z-score of the whole record: the mV signals over one spread for all leads.
+    joint = SignalConditioner(sampling_rate=500, bandpass=(0.5, None), normalize="zscore-joint")
+    spread = (mv - mv.mean(axis=-1, keepdims=True)).std(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(joint.fit_transform(raw), (mv - mv.mean(-1, keepdims=True)) / spread,
+                               atol=1e-5)  # fmt: skip
     # Edges above Nyquist: the band-pass becomes a high-pass.
     SignalConditioner(sampling_rate=60, bandpass=(0.5, 40.0)).fit_transform(raw[..., ::25])
     pipe = make_pipeline(SignalConditioner(sampling_rate=500, target_rate=250))
