@@ -110,9 +110,9 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
     normalize : {"zscore", "zscore-joint", "minmax"} or None, default="zscore"
         Scaling after filtering: ``"zscore"`` and ``"minmax"`` scale each lead
         of a record on its own; ``"zscore-joint"`` centres each lead and
-        divides all leads of a record by one standard deviation, so that,
-        unit-free, they keep their relative amplitudes (which differ between
-        men and women); ``None`` keeps mV.
+        divides all leads of a record by the median of their standard
+        deviations, so that, unit-free, they keep their relative amplitudes
+        (which differ between men and women); ``None`` keeps mV.
 
     Attributes
     ----------

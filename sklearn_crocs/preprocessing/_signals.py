@@ -322,15 +322,29 @@ def resample_signals(X, orig_fs, target_fs):
     return out.astype(X.dtype, copy=False)
 
 
+def _median_of_moving(spread):
+    """Median along the leads (axis -2) of the non-zero ``spread`` values, 0 where all are 0:
+    a missing lead stored as zeros does not lower the scale of the others."""
+    moving = spread > 0
+    count = moving.sum(axis=-2, keepdims=True)
+    ordered = np.sort(np.where(moving, spread, np.inf), axis=-2)  # the moving leads first
+    low = np.take_along_axis(ordered, np.maximum(count - 1, 0) // 2, axis=-2)
+    high = np.take_along_axis(ordered, np.minimum(count // 2, spread.shape[-2] - 1), axis=-2)
+    return np.where(count > 0, (low + high) / 2, 0)
+
+
 def normalize_array(X, method):
     if method == "zscore":
         center = X.mean(axis=-1, keepdims=True)
         scale = X.std(axis=-1, keepdims=True)
     elif method == "zscore-joint":
-        # Each lead centred, all leads of an ECG divided by one standard deviation:
-        # no unit, but the leads' relative amplitudes (which differ by sex) stay.
+        # Each lead centred, all leads of an ECG divided by one scale: no unit, but the
+        # leads' relative amplitudes (which differ by sex) stay. The median of the leads'
+        # standard deviations, so that one lead with an artefact cannot squash the others.
         center = X.mean(axis=-1, keepdims=True)
-        scale = (X - center).std(axis=(-2, -1) if X.ndim > 2 else -1, keepdims=True)
+        scale = X.std(axis=-1, keepdims=True)
+        if X.ndim > 2:
+            scale = _median_of_moving(scale)
     else:
         center = X.min(axis=-1, keepdims=True)
         scale = X.max(axis=-1, keepdims=True) - center
@@ -346,9 +360,10 @@ def normalize_frames(X, method="zscore"):
 
     ``"zscore"`` (PTB-XL in the paper) subtracts the mean and divides by the
     standard deviation; ``"zscore-joint"`` subtracts each lead's mean and
-    divides all leads of a frame by their one standard deviation, so the
-    leads keep their relative amplitudes (for 2-D input, one lead per frame,
-    it is ``"zscore"``); ``"minmax"`` (Chapman) maps the minimum to 0 and the
+    divides all leads of a frame by the median of their standard deviations,
+    so the leads keep their relative amplitudes and a few leads with
+    artefacts do not change the others (for 2-D input, one lead per frame, it
+    is ``"zscore"``); ``"minmax"`` (Chapman) maps the minimum to 0 and the
     maximum to 1. A flat lead (zero standard deviation or range) becomes all
     zeros rather than NaN.
 
@@ -377,8 +392,8 @@ def normalize_frames(X, method="zscore"):
     if method not in NORMALIZE_METHODS:
         raise ValueError(
             f"method must be 'zscore' (per-frame standardisation, PTB-XL), 'zscore-joint' "
-            f"(one standard deviation for all leads of a frame) or 'minmax' (scale each "
-            f"frame to [0, 1], Chapman), got {method!r}."
+            f"(one scale for all leads of a frame) or 'minmax' (scale each frame to [0, 1], "
+            f"Chapman), got {method!r}."
         )
     X = _as_signal_array(X)
     _check_finite(X)
@@ -400,9 +415,9 @@ class FrameNormalizer(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, Base
     method : {"zscore", "zscore-joint", "minmax"}, default="zscore"
         ``"zscore"``: zero mean and unit standard deviation per frame and lead
         (PTB-XL in the paper); ``"zscore-joint"``: each lead centred, all
-        leads of a frame divided by one standard deviation (their relative
-        amplitudes stay); ``"minmax"``: range [0, 1] (Chapman). Flat leads
-        become zeros.
+        leads of a frame divided by the median of their standard deviations
+        (their relative amplitudes stay); ``"minmax"``: range [0, 1]
+        (Chapman). Flat leads become zeros.
 
     Attributes
     ----------

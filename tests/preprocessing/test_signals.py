@@ -160,14 +160,21 @@ def test_zscore_joint_keeps_the_leads_relative_amplitudes():
     X = rng.normal(size=(4, 3, 200)) * np.array([0.5, 2.0, 1.0])[:, None] + 7.0
     J = normalize_frames(X, "zscore-joint")
     np.testing.assert_allclose(J.mean(axis=-1), 0, atol=1e-12)
-    np.testing.assert_allclose(J.std(axis=(1, 2)), 1)  # one scale per frame, all leads
-    # Per lead it is the z-score times the lead's share of the frame's spread...
-    share = X.std(axis=-1) / (X - X.mean(axis=-1, keepdims=True)).std(axis=(1, 2))[:, None]
-    np.testing.assert_allclose(J, normalize_frames(X, "zscore") * share[..., None])
-    # ... so the ratio of two leads' amplitudes survives, and no unit does.
-    np.testing.assert_allclose(J.std(axis=-1)[:, 1] / J.std(axis=-1)[:, 0],
-                               X.std(axis=-1)[:, 1] / X.std(axis=-1)[:, 0])  # fmt: skip
+    # One scale per frame, for all leads: the median of the leads' standard deviations.
+    spread = X.std(axis=-1)
+    np.testing.assert_allclose(J, normalize_frames(X, "zscore")
+                               * (spread / np.median(spread, axis=1)[:, None])[..., None])  # fmt: skip
+    # So the ratio of two leads' amplitudes survives, and no unit does.
+    np.testing.assert_allclose(J.std(axis=-1)[:, 1] / J.std(axis=-1)[:, 0], spread[:, 1] / spread[:, 0])
     np.testing.assert_allclose(normalize_frames(1000 * X - 3, "zscore-joint"), J)
+    # A lead with an artefact 100 times larger leaves the others as they were...
+    artefact = X.copy()
+    artefact[:, 1] *= 100
+    np.testing.assert_allclose(normalize_frames(artefact, "zscore-joint")[:, [0, 2]], J[:, [0, 2]])
+    # ... and a missing lead stored as zeros counts for nothing (its own output is zeros).
+    missing = np.concatenate([X, np.zeros((4, 1, 200))], axis=1)
+    np.testing.assert_allclose(normalize_frames(missing, "zscore-joint"),
+                               np.concatenate([J, np.zeros((4, 1, 200))], axis=1))  # fmt: skip
     # 2-D input has one lead per frame: the z-score of each row.
     np.testing.assert_allclose(normalize_frames(X[:, 0], "zscore-joint"),
                                normalize_frames(X[:, 0], "zscore"))  # fmt: skip
@@ -286,9 +293,9 @@ def test_signal_conditioner_options():
     )
     unfiltered = SignalConditioner(sampling_rate=500, bandpass=None, normalize=None).fit_transform(raw)
     np.testing.assert_allclose(unfiltered, raw.astype(np.float32))
-    # The joint z-score of the whole record: the mV signals over one spread for all leads.
+    # The joint z-score of the whole record: the mV signals over one scale for all leads.
     joint = SignalConditioner(sampling_rate=500, bandpass=(0.5, None), normalize="zscore-joint")
-    spread = (mv - mv.mean(axis=-1, keepdims=True)).std(axis=(1, 2), keepdims=True)
+    spread = np.median(mv.std(axis=-1), axis=1)[:, None, None]
     np.testing.assert_allclose(joint.fit_transform(raw), (mv - mv.mean(-1, keepdims=True)) / spread,
                                atol=1e-5)  # fmt: skip
     # Edges above Nyquist: the band-pass becomes a high-pass.
