@@ -213,8 +213,8 @@ def _add_reading_arguments(fit):
         choices=["zscore", "zscore-joint", "minmax", "none"],
         default="zscore",
         help="scaling of the whole record with conditioning, of each frame without: "
-        "zscore and minmax scale each lead on its own, zscore-joint all leads by one "
-        "standard deviation (their relative amplitudes stay) (default: zscore)",
+        "zscore and minmax scale each lead on its own, zscore-joint all leads by the "
+        "median lead's standard deviation (their relative amplitudes stay) (default: zscore)",
     )
 
 
