@@ -489,6 +489,11 @@ def test_normalize_zscore_joint_is_saved_and_unit_free(ludb_arrays, tmp_path):
         assert status == 0, err
         tables.append(pd.read_csv(tmp_path / f"{name}.csv"))
     np.testing.assert_allclose(tables[0]["rhythm_proba"], tables[1]["rhythm_proba"], atol=1e-4)
+    # The parser lists the choices by hand (it imports no numpy): they are normalize_frames'.
+    from sklearn_crocs.preprocessing._signals import NORMALIZE_METHODS
+
+    status, out, _ = run("fit", "--help")
+    assert status == 0 and f"--normalize {{{','.join([*NORMALIZE_METHODS, 'none'])}}}" in out
 
 
 def test_predict_at_another_rate_than_the_model(ludb_arrays, model_100hz, tmp_path):

@@ -22,7 +22,7 @@ from .._utils import _atomic_path
 from ..datasets._base import parse_age, parse_sex, progress
 from ..datasets._class_maps import map_classes, read_class_map
 from ..preprocessing import AgeGroupEncoder, SignalConditioner
-from ..preprocessing._signals import check_bandpass, check_rate
+from ..preprocessing._signals import NORMALIZE_METHODS, check_bandpass, check_rate
 from ._common import (
     MODEL_FILE,
     SETTINGS_FILE,
@@ -31,7 +31,7 @@ from ._common import (
     escape,
     note,
 )
-from ._records import NORMALIZE_OPTIONS, read_records, record_attributes
+from ._records import read_records, record_attributes
 
 # Frames handed to the model at a time by predict and search (one progress step each).
 _CHUNK = 256
@@ -274,7 +274,7 @@ def _check_settings(settings, model):
             f"lead_names {str(leads)[:80]}, not {model.input_shape_[0]} distinct "
             "names of the model's leads"
         )
-    if settings["normalize"] not in ("none", *NORMALIZE_OPTIONS):
+    if settings["normalize"] not in ("none", *NORMALIZE_METHODS):
         raise ValueError(f"normalize {str(settings['normalize'])[:40]!r}")
     conditioning = settings["conditioning"]
     if conditioning is not None:

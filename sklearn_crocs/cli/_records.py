@@ -38,11 +38,8 @@ from ..preprocessing import (
     normalize_frames,
     resample_signals,
 )
-from ..preprocessing._signals import NORMALIZE_METHODS, check_rate
+from ..preprocessing._signals import check_rate
 from ._common import ARRAY_SUFFIXES, BUNDLED, CommandError, note
-
-# The scalings of --normalize besides "none" (normalize_frames' methods).
-NORMALIZE_OPTIONS = NORMALIZE_METHODS
 
 # collect_signals' warning about skipped records, replaced by one line per record.
 _SKIPPED_WARNING = r"Skipped \d+ of \d+ records that could not be used"

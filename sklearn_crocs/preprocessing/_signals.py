@@ -322,17 +322,6 @@ def resample_signals(X, orig_fs, target_fs):
     return out.astype(X.dtype, copy=False)
 
 
-def _median_of_moving(spread):
-    """Median along the leads (axis -2) of the non-zero ``spread`` values, 0 where all are 0:
-    a missing lead stored as zeros does not lower the scale of the others."""
-    moving = spread > 0
-    count = moving.sum(axis=-2, keepdims=True)
-    ordered = np.sort(np.where(moving, spread, np.inf), axis=-2)  # the moving leads first
-    low = np.take_along_axis(ordered, np.maximum(count - 1, 0) // 2, axis=-2)
-    high = np.take_along_axis(ordered, np.minimum(count // 2, spread.shape[-2] - 1), axis=-2)
-    return np.where(count > 0, (low + high) / 2, 0)
-
-
 def normalize_array(X, method):
     if method == "zscore":
         center = X.mean(axis=-1, keepdims=True)
@@ -343,8 +332,8 @@ def normalize_array(X, method):
         # standard deviations, so that one lead with an artefact cannot squash the others.
         center = X.mean(axis=-1, keepdims=True)
         scale = X.std(axis=-1, keepdims=True)
-        if X.ndim > 2:
-            scale = _median_of_moving(scale)
+        if X.ndim > 2:  # flat leads (a missing lead of zeros) left out; all flat: 0
+            scale = np.ma.median(np.ma.masked_equal(scale, 0), axis=-2, keepdims=True).filled(0)
     else:
         center = X.min(axis=-1, keepdims=True)
         scale = X.max(axis=-1, keepdims=True) - center
@@ -356,7 +345,7 @@ def normalize_array(X, method):
 
 
 def normalize_frames(X, method="zscore"):
-    """Normalise every frame and lead separately along the last axis.
+    """Normalise every frame along the last axis, each lead or (``"zscore-joint"``) all together.
 
     ``"zscore"`` (PTB-XL in the paper) subtracts the mean and divides by the
     standard deviation; ``"zscore-joint"`` subtracts each lead's mean and
@@ -401,7 +390,7 @@ def normalize_frames(X, method="zscore"):
 
 
 class FrameNormalizer(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
-    """Normalise each frame and lead on its own (stateless transformer).
+    """Normalise each frame, as :func:`normalize_frames` does (stateless transformer).
 
     The scikit-learn counterpart of :func:`normalize_frames` for use in a
     :class:`~sklearn.pipeline.Pipeline`: it learns nothing, so ``fit`` only
