@@ -8,6 +8,12 @@ Protocol (the data, splits and scoring of ``bench_curve.py``):
   patients (or, with ``--validation``, the validation fold) are never
   pretrained on. On 10-s records both ``"cmsc"`` (adjacent halves) and
   ``"augment"`` (``crop=0.5``) give 5-s views: the frames CROCS is fitted on;
+  ``"masked"`` is masked reconstruction, not contrastive, and lives in this
+  script only (it did not earn a place in the package): the default
+  encoder's convolutional trunk and a 1x1-convolution decoder learn to
+  restore the 0.25-s blocks hidden from the 5-s training frames (half of
+  them, in every lead at once); a CROCS fit then starts from that trunk (a
+  skorch callback loads it when training begins);
 - then ``CROCSClusterer()`` (its defaults, ``random_state=seed``) from a random
   initialisation or from each pretrained encoder (``pretrained=`` the fitted
   pretrainer: one pretraining serves every fit of the split), on
@@ -24,7 +30,8 @@ Protocol (the data, splits and scoring of ``bench_curve.py``):
   ``(row - 10 % from scratch) / (all labelled from scratch - 10 % from scratch)``;
 - with ``--probe``, no fit from a pretrained encoder: instead a linear probe of
   each representation (the fits from scratch of the 10 % alone and of every
-  label, and each pretrained encoder): per attribute, a logistic regression
+  label, and each pretrained encoder; of ``"masked"``, the trunk's output
+  averaged over time): per attribute, a logistic regression
   on the standardised embeddings of the **10 % labelled** frames, its ``C``
   chosen by patient-grouped 5-fold cross-validation inside them, scored on the
   scored part's frames. What a representation holds of an attribute that 10 %
@@ -47,6 +54,7 @@ of fitting them again; the 10 % alone is still fitted, and must come out as
 bench_curve's (same seed, same thread count: the same numbers), which is
 checked.
     python benchmarks/bench_pool.py --validation --seeds 0 1 --probe   # what each one holds
+    python benchmarks/bench_pool.py --validation --seeds 0 1 --methods masked [--probe]
     python benchmarks/bench_pool.py --quick   # one seed, 2 epochs: a smoke test
 """
 
@@ -58,6 +66,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
+from skorch.callbacks import Callback
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _ptbxl_all import frames, load_records  # noqa: E402
@@ -69,10 +79,12 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from sklearn_crocs import ContrastivePretrainer, CROCSClusterer  # noqa: E402
+from sklearn_crocs.nn import ResNet1dEncoder  # noqa: E402
 
 from _utils import machine_summary  # noqa: E402
 
 SCRATCH = "scratch"
+MASKED = "masked"
 SETTINGS = ("10% labelled alone", "10% labelled + 90% unlabelled", "all labelled")
 SELF_TRAINED = "10% labelled + 90% pseudo-labelled"
 SCORES = [("class", "Acc"), ("sex", "Acc"), ("age", "Acc"), ("combination", "Acc"),
@@ -96,10 +108,13 @@ def run_seed(records, seed, args):
     inits = {SCRATCH: (None, 0.0)}
     for method in args.methods:
         start = time.perf_counter()
-        pretrainer = ContrastivePretrainer(
-            method=method, max_epochs=2 if args.quick else args.pretrain_epochs,
-            random_state=seed, **args.views,
-        ).fit(records.X[train], groups=records.groups[train])  # fmt: skip
+        epochs = 2 if args.quick else args.pretrain_epochs
+        if method == MASKED:
+            pretrainer = MaskedTrunk(X.shape[1], X.shape[2], seed).fit(X, epochs)
+        else:
+            pretrainer = ContrastivePretrainer(
+                method=method, max_epochs=epochs, random_state=seed, **args.views,
+            ).fit(records.X[train], groups=records.groups[train])  # fmt: skip
         inits[method] = (pretrainer, time.perf_counter() - start)
         print(f"seed {seed}: {method} pretrained in {inits[method][1]:.0f} s, "
               f"loss {pretrainer.loss_curve_[0]:.3f} -> {pretrainer.loss_curve_[-1]:.3f}",
@@ -119,7 +134,11 @@ def run_seed(records, seed, args):
                 rows[f"{setting}, {name}"] = reused[f"{setting}, {name}"].to_dict()
                 continue
             start = time.perf_counter()
-            model = CROCSClusterer(**quick, pretrained=pretrainer, random_state=seed)
+            if isinstance(pretrainer, MaskedTrunk):
+                start_from = {"callbacks": [("masked_trunk", StartFrom(pretrainer.trunk_state()))]}
+            else:
+                start_from = {"pretrained": pretrainer}
+            model = CROCSClusterer(**quick, **start_from, random_state=seed)
             model.fit(X_fit, y_fit, groups=g_fit)
             rows[f"{setting}, {name}"] = {
                 **scored(model, X_test, y_test, X, y)[""],
@@ -160,6 +179,77 @@ def run_seed(records, seed, args):
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     return table
+
+
+class MaskedTrunk:
+    """Masked reconstruction with the default encoder's trunk (``stem`` and ``blocks`` of
+    ``ResNet1dEncoder``): a 1x1 convolution maps each of its output steps back to the
+    samples it covers, and the loss is the squared error on the hidden samples only."""
+
+    def __init__(self, n_leads, n_timepoints, seed, mask_ratio=0.5, block=25):
+        self.n_timepoints, self.seed, self.mask_ratio, self.block = (
+            n_timepoints, seed, mask_ratio, block)  # fmt: skip
+        torch.manual_seed(seed)
+        encoder = ResNet1dEncoder(n_leads, n_timepoints, 8, fast_path=False)
+        self.trunk = torch.nn.Sequential(encoder.stem, encoder.blocks)
+        with torch.no_grad():
+            channels, steps = self.trunk(torch.zeros(1, n_leads, n_timepoints)).shape[1:]
+        self.patch = -(-n_timepoints // steps)  # samples per output step, rounded up
+        self.decoder = torch.nn.Conv1d(channels, n_leads * self.patch, 1)
+
+    def reconstruct(self, x):
+        out = self.decoder(self.trunk(x))  # (batch, leads * patch, steps)
+        batch, _, steps = out.shape
+        out = out.view(batch, x.shape[1], self.patch, steps).transpose(2, 3)
+        return out.reshape(batch, x.shape[1], -1)[..., : x.shape[2]]
+
+    def fit(self, X, epochs, batch_size=128):
+        generator = torch.Generator().manual_seed(self.seed)
+        X = torch.as_tensor(X)
+        parameters = [*self.trunk.parameters(), *self.decoder.parameters()]
+        optimizer = torch.optim.AdamW(parameters, lr=1e-3, weight_decay=1e-4)
+        n_blocks = -(-X.shape[2] // self.block)
+        self.loss_curve_ = []
+        for _ in range(epochs):
+            self.trunk.train()
+            total = 0.0
+            for batch in torch.randperm(len(X), generator=generator).split(batch_size):
+                x = X[batch]
+                hidden = torch.rand(len(x), 1, n_blocks, generator=generator) < self.mask_ratio
+                hidden = hidden.repeat_interleave(self.block, -1)[..., : x.shape[2]]
+                hidden = hidden.expand_as(x).float()
+                error = (self.reconstruct(x * (1 - hidden)) - x) ** 2
+                loss = (error * hidden).sum() / hidden.sum().clamp(min=1)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss.item() * len(x)
+            self.loss_curve_.append(total / len(X))
+        self.trunk.eval()
+        return self
+
+    def transform(self, X):
+        """The trunk's output averaged over time (what the probe reads)."""
+        with torch.no_grad():
+            batches = torch.as_tensor(X).split(512)
+            return torch.cat([self.trunk(x).mean(-1) for x in batches]).numpy()
+
+    def trunk_state(self):
+        """The trunk's weights under the names a ResNet1dEncoder gives them."""
+        return {f"{('stem', 'blocks')[int(name[0])]}{name[1:]}": value.clone()
+                for name, value in self.trunk.state_dict().items()}  # fmt: skip
+
+
+class StartFrom(Callback):
+    """Load ``state`` (part of the encoder's weights) into the net's encoder as training begins."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def on_train_begin(self, net, X=None, y=None, **kwargs):
+        missing, unexpected = net.module_.load_state_dict(self.state, strict=False)
+        if unexpected or any(not key.startswith("head.") for key in missing):
+            raise ValueError(f"not an encoder trunk: missing {missing}, unexpected {unexpected}")
 
 
 def linear_probe(model, seconds, train, labelled, scored_part):

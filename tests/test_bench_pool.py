@@ -66,3 +66,29 @@ def test_linear_probe_reads_what_the_embeddings_hold(bench_pool):
     assert row[("time", "s")] == 1.5
     assert row[("sex", "probe Acc")] == 100.0
     assert row[("age", "probe Acc")] < 40 and row[("class", "probe Acc")] < 65  # chance: 25, 50
+
+
+def test_masked_trunk_learns_to_restore_hidden_blocks_and_starts_an_encoder(bench_pool):
+    import torch
+
+    from sklearn_crocs.nn import ResNet1dEncoder
+
+    t = np.arange(500) / 100
+    rng = np.random.default_rng(0)
+    phases = rng.uniform(0, 2 * np.pi, (64, 3, 1))
+    X = np.sin(2 * np.pi * 1.3 * t + phases).astype(np.float32)  # 3 leads, 5 s at 100 Hz
+    pretrainer = bench_pool.MaskedTrunk(3, 500, seed=0).fit(X, epochs=6, batch_size=16)
+    assert pretrainer.reconstruct(torch.as_tensor(X[:2])).shape == (2, 3, 500)
+    assert pretrainer.loss_curve_[-1] < 0.5 * pretrainer.loss_curve_[0]
+    features = pretrainer.transform(X)
+    assert features.shape == (64, 256) and np.isfinite(features).all()
+
+    class Net:
+        module_ = ResNet1dEncoder(3, 500, 8, fast_path=False).eval()
+
+    bench_pool.StartFrom(pretrainer.trunk_state()).on_train_begin(Net())
+    with torch.no_grad():
+        trunk = Net.module_.blocks(Net.module_.stem(torch.as_tensor(X))).mean(-1).numpy()
+    np.testing.assert_allclose(trunk, features, atol=1e-5)
+    with pytest.raises(ValueError, match="not an encoder trunk"):
+        bench_pool.StartFrom({"decoder.weight": torch.zeros(1)}).on_train_begin(Net())
