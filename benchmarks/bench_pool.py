@@ -190,8 +190,8 @@ class MaskedTrunk:
         self.n_timepoints, self.seed, self.mask_ratio, self.block = (
             n_timepoints, seed, mask_ratio, block)  # fmt: skip
         torch.manual_seed(seed)
-        encoder = ResNet1dEncoder(n_leads, n_timepoints, 8, fast_path=False)
-        self.trunk = torch.nn.Sequential(encoder.stem, encoder.blocks)
+        self.encoder = ResNet1dEncoder(n_leads, n_timepoints, 8, fast_path=False)
+        self.trunk = torch.nn.Sequential(self.encoder.stem, self.encoder.blocks)  # no head
         with torch.no_grad():
             channels, steps = self.trunk(torch.zeros(1, n_leads, n_timepoints)).shape[1:]
         self.patch = -(-n_timepoints // steps)  # samples per output step, rounded up
@@ -235,9 +235,9 @@ class MaskedTrunk:
             return torch.cat([self.trunk(x).mean(-1) for x in batches]).numpy()
 
     def trunk_state(self):
-        """The trunk's weights under the names a ResNet1dEncoder gives them."""
-        return {f"{('stem', 'blocks')[int(name[0])]}{name[1:]}": value.clone()
-                for name, value in self.trunk.state_dict().items()}  # fmt: skip
+        """The trunk's weights, named as in a ResNet1dEncoder."""
+        return {name: value.clone() for name, value in self.encoder.state_dict().items()
+                if not name.startswith("head.")}  # fmt: skip
 
 
 class StartFrom(Callback):
