@@ -48,10 +48,10 @@ class PrototypeClustererMixin(TransformerMixin):
         y : array-like of shape (n_samples,) or (n_samples, n_attributes), or DataFrame
             Discrete attributes of each ECG, for example class, sex and age
             group. Values may be of any hashable type; the columns of a
-            DataFrame name the attributes. With ``missing="marginalise"``,
-            attributes other than the class may be missing (NaN, None,
-            ``pd.NA``), and a row with every attribute missing marks an
-            unlabelled ECG.
+            DataFrame name the attributes. Unless ``missing="error"``, any
+            attribute may be missing (NaN, None, ``pd.NA``), the class among
+            them, and a row with every attribute missing marks an unlabelled
+            ECG.
         groups : array-like of shape (n_samples,), default=None
             Patient of each ECG. The internal validation split keeps all ECGs
             of a patient on the same side, stratified by the class attribute.
@@ -218,20 +218,25 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
     class_attribute : int or str, default=0
         Column (position or name) of ``y`` that holds the class attribute:
         ECGs are only attracted to prototypes of their own class.
-    missing : {"marginalise", "error"}, default="marginalise"
+    missing : {"marginalise", "posterior", "error"}, default="marginalise"
         What ``fit`` does with missing values (NaN, None, ``pd.NA``) in
-        ``y``. ``"marginalise"``: an ECG whose attributes other than the
-        class are partly unknown is attracted to every prototype consistent
-        with its known ones (Eq. 2 with the unknown attributes summed out;
-        for ``loss="hard"``, the probability summed over those prototypes),
-        see :ref:`missing_attributes`; an ECG with every attribute missing
-        is unlabelled and trains the encoder through its pseudo-label
-        (see :ref:`unlabelled_ecgs`); a missing class with other attributes
-        known raises a ``ValueError``. ``"error"``: any missing value
-        raises a ``ValueError``. Prediction is the same either way.
+        ``y``. ``"marginalise"``: an ECG whose attributes are partly unknown
+        (the class among them: a record with sex and age but no diagnosis)
+        is attracted to every prototype consistent with its known ones (Eq. 2
+        with the unknown attributes summed out; for ``loss="hard"``, the
+        probability summed over those prototypes), see
+        :ref:`missing_attributes`; an ECG with every attribute missing is
+        unlabelled and trains the encoder through its pseudo-label (see
+        :ref:`unlabelled_ecgs`). ``"posterior"``: the same, except that an
+        ECG with no class is pulled towards each class's consistent
+        prototypes in proportion to the model's current probability of that
+        class (an EM-style soft completion of the diagnosis) rather than
+        towards every class alike; see :ref:`missing_attributes`.
+        ``"error"``: any missing value raises a ``ValueError``. Prediction
+        is the same either way.
     unlabelled_weight : float, default=1.0
         Weight of the unlabelled ECGs' term (rows of ``y`` with every
-        attribute missing, with ``missing="marginalise"``): an unlabelled
+        attribute missing, unless ``missing="error"``): an unlabelled
         ECG whose class probability (the softmax over prototypes, summed
         over each class's) exceeds ``unlabelled_threshold`` is pulled
         towards the prototypes of that class, its pseudo-label. ``0``:
@@ -549,7 +554,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         "reg_reduction": [StrOptions({"sum", "mean"})],
         "prototypes": [StrOptions({"learned", "mean"})],
         "class_attribute": [Interval(Integral, 0, None, closed="left"), str],
-        "missing": [StrOptions({"marginalise", "error"})],
+        "missing": [StrOptions({"marginalise", "posterior", "error"})],
         "unlabelled_weight": [Interval(Real, 0, None, closed="left")],
         "unlabelled_threshold": [Interval(Real, 0, 1, closed="left")],
         "ordinal": [StrOptions({"auto"}), list, None],
@@ -707,6 +712,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
             "ordinal": self._ordinal_mask(codec),
             "unlabelled_weight": self.unlabelled_weight,
             "unlabelled_threshold": self.unlabelled_threshold,
+            "missing_class": "posterior" if self.missing == "posterior" else "uniform",
         })  # fmt: skip
 
     # -------------------------------------------------------------- inference

@@ -582,11 +582,6 @@ def test_not_fitted():
             "Attribute 'site' takes the single value 'A'",
         ),
         (
-            lambda X, y: (X, y.assign(rhythm=y["rhythm"].where(y.index > 3))),
-            ValueError,
-            r"4 ECG\(s\) of y have no value for the class attribute 'rhythm' \(rows \[0, 1, 2, 3\]\)",
-        ),
-        (
             lambda X, y: (X, y.mask(np.ones(y.shape, dtype=bool))),
             ValueError,
             "Attribute 'rhythm' has no known value in y",
@@ -604,7 +599,6 @@ def test_not_fitted():
         "y-length",
         "no-y",
         "constant-attribute",
-        "missing-class",
         "all-unlabelled",
         "mixed-types",
         "3d-y",
@@ -883,6 +877,25 @@ def test_missing_attributes_are_marginalised(synthetic):
     assert model.transform(X).shape == (len(X), 16)
     with pytest.raises(ValueError, match=r"missing values .* 'sex'"):
         _model(max_epochs=1, missing="error").fit(X, y_missing)
+
+
+@pytest.mark.parametrize("missing", ["marginalise", "posterior"])
+def test_missing_class_with_other_attributes_known_trains(synthetic, missing):
+    # The common case of a hospital's records: sex and age in every header, the
+    # diagnosis for few. Such rows train with the class summed out (or completed
+    # by the class posterior).
+    X, y, _ = synthetic
+    y_missing = y.assign(rhythm=y["rhythm"].where(np.arange(len(y)) % 3 == 0))
+    model = _model(max_epochs=2, missing=missing).fit(X, y_missing)
+    assert len(model.net_.criterion_.completions) == (missing == "posterior") * 4
+    assert [list(c) for c in model.categories_][0] == ["AFIB", "SB", "SR"]
+    # Only the rows with every attribute known count towards the mean prototypes.
+    assert model.prototype_counts_.sum() == y_missing.notna().all(axis=1).sum()
+    weights = model.net_.criterion_.weights
+    # A row with sex and age but no class spreads its weight over the three classes.
+    assert weights.shape[0] > 12
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-6)
+    assert model.predict(X)["rhythm"].notna().all()
 
 
 def test_all_known_y_trains_exactly_as_before(synthetic):

@@ -66,7 +66,7 @@ class ClassSpec(NamedTuple):
 class AttributeOptions(NamedTuple):
     """How ``fit`` reads ``y``: CROCSClusterer's parameters of the same names."""
 
-    missing: str = "error"  # or "marginalise"
+    missing: str = "error"  # or "marginalise", "posterior"
     continuous: object = None  # {column: number of quantile bins}, or None
 
 
@@ -218,7 +218,7 @@ class BasePrototypeClusterer(
                     "an int >= 2."
                 )
         codec = AttributeCodec.fit(
-            y, n_samples, allow_missing=missing == "marginalise", continuous=continuous
+            y, n_samples, allow_missing=missing != "error", continuous=continuous
         )
         names = codec.names
         class_index = codec.position(self.class_attribute, "class_attribute")
@@ -226,15 +226,6 @@ class BasePrototypeClusterer(
         unlabelled = target < 0
         codes = np.vstack([codec.combinations, partial])[target]
         codes[unlabelled] = -1
-        no_class = (codes[:, class_index] < 0) & ~unlabelled
-        if no_class.any():
-            raise ValueError(
-                f"{no_class.sum()} ECG(s) of y have no value for the class attribute "
-                f"{names[class_index]!r} (rows {_first_rows(no_class)}). "
-                "missing='marginalise' sums out the other attributes only: fill in their "
-                "class, or leave all their attributes missing to train on them as unlabelled "
-                "ECGs."
-            )
         return codec, class_index, target, codes[:, class_index], partial
 
     # ------------------------------------------------------ fitted attributes

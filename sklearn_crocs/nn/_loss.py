@@ -129,15 +129,13 @@ def attribute_weight_table(combinations, *, class_attribute=0, tau_w=1.0, ordina
     return weights / weights.sum(axis=1, keepdims=True)
 
 
-def _check_partial(partial, combinations, class_attribute):
+def _check_partial(partial, combinations):
     partial = np.asarray(partial)
     if partial.ndim != 2 or partial.shape[1] != combinations.shape[1]:
         raise ValueError(
             f"partial_combinations must have shape (n_partial, {combinations.shape[1]}); "
             f"got shape {partial.shape}."
         )
-    if (partial[:, class_attribute] < 0).any():
-        raise ValueError("partial_combinations must know the class attribute in every row.")
     if not _consistent(partial, combinations).any(axis=1).all():
         raise ValueError("partial_combinations has rows that no combination agrees with.")
     return partial
@@ -223,7 +221,7 @@ class CROCSLoss(nn.Module):
         Attribute combinations with missing values, coded ``-1`` (the codes
         of ``combinations`` must then be non-negative integers). Target
         ``n_prototypes + r`` stands for an ECG with the known attributes of
-        row ``r``. The class attribute must be known in every row.
+        row ``r``; the class may be unknown too (see ``missing_class``).
     ordinal : array-like of bool of shape (n_attributes,), default=None
         Which attributes are ordinal (codes are ranks): their rank distance
         replaces the 0/1 mismatch in the soft weights and in the
@@ -232,6 +230,15 @@ class CROCSLoss(nn.Module):
         Weight of the pseudo-label term of unlabelled ECGs (target ``-1``).
     unlabelled_threshold : float, default=0.99
         Class probability above which an unlabelled ECG gets a pseudo-label.
+    missing_class : {"uniform", "posterior"}, default="uniform"
+        Soft weights of a target whose class is unknown (a row of
+        ``partial_combinations`` with the class ``-1``): ``"uniform"``, the mean
+        of the consistent combinations' rows, every class alike;
+        ``"posterior"``, the mean rows of each class's consistent combinations
+        weighted by the ECG's class probability ``P(c | v_i)`` (normalised
+        over the consistent classes, without gradient): an EM-style soft
+        completion of the class. Ignored for ``loss="hard"``, whose sum over
+        the consistent prototypes needs no weights.
 
     Attributes
     ----------
@@ -302,6 +309,7 @@ class CROCSLoss(nn.Module):
         ordinal=None,
         unlabelled_weight=1.0,
         unlabelled_threshold=0.99,
+        missing_class="uniform",
     ):
         super().__init__()
         combinations = _as_combinations(combinations)
@@ -316,6 +324,10 @@ class CROCSLoss(nn.Module):
             raise ValueError(f"beta must be non-negative; got {beta!r}.")
         if not unlabelled_weight >= 0:
             raise ValueError(f"unlabelled_weight must be non-negative; got {unlabelled_weight!r}.")
+        if missing_class not in ("uniform", "posterior"):
+            raise ValueError(
+                f"missing_class must be 'uniform' or 'posterior'; got {missing_class!r}."
+            )
         if not 0 <= unlabelled_threshold < 1:
             raise ValueError(
                 f"unlabelled_threshold must be in [0, 1); got {unlabelled_threshold!r}."
@@ -348,9 +360,24 @@ class CROCSLoss(nn.Module):
                 combinations, class_attribute=class_attribute, tau_w=tau_w, ordinal=ordinal
             )
         consistent = None
+        classes = combinations[:, class_attribute]
+        class_members = np.unique(classes)[:, None] == classes[None, :]
+        # Targets whose class is unknown, weighted by the class posterior: the row of
+        # each in ``completions`` (-1: none), the mean weight row of each class's
+        # consistent combinations, and which classes are consistent.
+        completion_row = np.full(n_prototypes, -1)
+        completions = np.zeros((0, len(class_members), n_prototypes))
         if partial_combinations is not None:
-            partial = _check_partial(partial_combinations, combinations, class_attribute)
+            partial = _check_partial(partial_combinations, combinations)
             consistent = _consistent(partial, combinations)
+            if missing_class == "posterior" and loss == "soft":
+                no_class = np.flatnonzero(partial[:, class_attribute] < 0)
+                rows = np.full(len(partial), -1)
+                rows[no_class] = np.arange(len(no_class))
+                completion_row = np.concatenate([completion_row, rows])
+                each = consistent[no_class, None, :] & class_members[None]  # (r, C, P)
+                sizes = each.sum(axis=2, keepdims=True)
+                completions = each @ weights / np.maximum(sizes, 1)
             # Summing out the unknown attributes: mean of the consistent rows.
             weights = np.vstack(
                 [weights, consistent @ weights / consistent.sum(axis=1, keepdims=True)]
@@ -368,9 +395,9 @@ class CROCSLoss(nn.Module):
         )
         self.register_buffer("hamming", torch.as_tensor(self.beta * mismatches, dtype=dtype))
         self.register_buffer("same_class", torch.as_tensor(same_class))
-        classes = combinations[:, class_attribute]
-        class_members = np.unique(classes)[:, None] == classes[None, :]
         self.register_buffer("class_members", torch.as_tensor(class_members))
+        self.register_buffer("completion_row", torch.as_tensor(completion_row, dtype=torch.long))
+        self.register_buffer("completions", torch.as_tensor(completions, dtype=dtype))
         # Pairs j < k of the same class: the regulariser sums over ordered pairs,
         # which is twice the sum over these, and the diagonal contributes zero.
         j, k = np.nonzero(np.triu(same_class, k=1))
@@ -427,7 +454,21 @@ class CROCSLoss(nn.Module):
             return -torch.logsumexp(log_p, dim=1).mean()
         if self.loss == "hard":
             return F.cross_entropy(logits, target)
-        return F.cross_entropy(logits, self.weights[target].to(logits.dtype))
+        weights = self.weights[target].to(logits.dtype)
+        if len(self.completions):
+            rows = self.completion_row[target]
+            unknown = rows >= 0
+            if unknown.any():
+                # The class's completions weighted by the model's class posterior among the
+                # consistent classes (detached: an E step, not a target to move).
+                mixtures = self.completions[rows[unknown]].to(logits.dtype)  # (b, C, P)
+                with torch.no_grad():
+                    posterior = self.class_log_proba(logits[unknown]).exp()
+                    posterior = posterior * (mixtures.sum(dim=2) > 0)
+                    posterior = posterior / posterior.sum(dim=1, keepdim=True)
+                weights = weights.clone()
+                weights[unknown] = torch.einsum("bc,bcp->bp", posterior, mixtures)
+        return F.cross_entropy(logits, weights)
 
     def class_log_proba(self, logits):
         """``log P(c | v_i)``, the softmax summed over each class's prototypes, (n, n_classes)."""

@@ -360,7 +360,8 @@ def _naive_partial_nce(v, p, codes, combinations, *, tau_s, tau_w, kind):
     return nce / len(v)
 
 
-PARTIAL = np.array([[1, -1, 2], [0, 1, -1], [2, -1, -1], [0, -1, 3]])  # 1, 1, 2, 1 missing
+# 1, 1, 2, 1 and 1 missing; the last row misses the class (a record with no diagnosis).
+PARTIAL = np.array([[1, -1, 2], [0, 1, -1], [2, -1, -1], [0, -1, 3], [-1, 1, 2]])
 
 
 @pytest.mark.parametrize("n_missing", [0, 1, 2, "mixed"])
@@ -368,7 +369,7 @@ PARTIAL = np.array([[1, -1, 2], [0, 1, -1], [2, -1, -1], [0, -1, 3]])  # 1, 1, 2
 def test_partial_loss_matches_naive_loop(kind, tau_w, n_missing):
     rng = np.random.RandomState(0)
     combinations = COMBINATIONS
-    rows = {0: [], 1: [0, 1, 3], 2: [2], "mixed": [0, 1, 2, 3]}[n_missing]
+    rows = {0: [], 1: [0, 1, 3, 4], 2: [2], "mixed": [0, 1, 2, 3, 4]}[n_missing]
     # Targets: full combinations, then rows of PARTIAL with n_missing values missing.
     full = rng.randint(len(combinations), size=6 if n_missing in (0, "mixed") else 0)
     partial = rng.choice(rows, size=6) if rows else np.array([], dtype=int)
@@ -391,6 +392,64 @@ def test_partial_loss_matches_naive_loop(kind, tau_w, n_missing):
     np.testing.assert_allclose(nce.item(), expected, rtol=1e-12)
 
 
+def _naive_posterior_nce(v, p, codes, combinations, *, tau_s, tau_w):
+    """L_NCE (soft) with a missing class completed by the class posterior, one ECG at a time:
+    the mean weight row of each class's consistent combinations, weighted by P(c | v_i)
+    over the consistent classes."""
+    v = v.detach().double().numpy()
+    p = p.detach().double().numpy()
+    weights = _naive_weights(combinations, 0, tau_w)
+    classes = sorted(set(combinations[:, 0]))
+    nce = 0.0
+    for i in range(len(v)):
+        s = [
+            float(v[i] @ p[k]) / (np.linalg.norm(v[i]) * np.linalg.norm(p[k])) / tau_s
+            for k in range(len(p))
+        ]
+        log_denominator = math.log(sum(math.exp(x) for x in s))
+        softmax = [math.exp(x - log_denominator) for x in s]
+        consistent = _consistent_rows(codes[i], combinations)
+        if codes[i][0] >= 0:
+            w = [sum(weights[c, j] for c in consistent) / len(consistent) for j in range(len(p))]
+        else:
+            posterior, rows = {}, {}
+            for c in classes:
+                members = [k for k in consistent if combinations[k, 0] == c]
+                if members:
+                    posterior[c] = sum(softmax[k] for k in range(len(p)) if combinations[k, 0] == c)
+                    rows[c] = [sum(weights[k, j] for k in members) / len(members)
+                               for j in range(len(p))]  # fmt: skip
+            total = sum(posterior.values())
+            w = [sum(posterior[c] / total * rows[c][j] for c in rows) for j in range(len(p))]
+        nce -= sum(w[j] * (s[j] - log_denominator) for j in range(len(p)))
+    return nce / len(v)
+
+
+@pytest.mark.parametrize("tau_w", [0.5, 1.0])
+def test_posterior_class_completion_matches_naive_loop(tau_w):
+    rng = np.random.RandomState(1)
+    targets = np.concatenate(
+        [rng.randint(len(COMBINATIONS), size=4), len(COMBINATIONS) + np.array([4, 4, 0, 2])]
+    ).astype(np.int64)
+    v = torch.as_tensor(rng.randn(len(targets), 5))
+    kwargs = {"tau_w": tau_w, "beta": 0.0, "partial_combinations": PARTIAL,
+              "prototype_init": torch.as_tensor(rng.randn(len(COMBINATIONS), 5))}  # fmt: skip
+    posterior = CROCSLoss(COMBINATIONS, 5, missing_class="posterior", **kwargs)
+    nce, _ = posterior.loss_parts(v, torch.as_tensor(targets))
+    codes = np.vstack([COMBINATIONS, PARTIAL])[targets]
+    expected = _naive_posterior_nce(
+        v, posterior.prototypes, codes, COMBINATIONS, tau_s=0.1, tau_w=tau_w
+    )
+    np.testing.assert_allclose(nce.item(), expected, rtol=1e-12)
+    # Targets whose class is known (PARTIAL rows 0-3) weigh as with the uniform completion.
+    uniform = CROCSLoss(COMBINATIONS, 5, **kwargs)
+    known = torch.as_tensor([3, 17, len(COMBINATIONS), len(COMBINATIONS) + 3])
+    np.testing.assert_allclose(
+        posterior.loss_parts(v[:4], known)[0].item(),
+        uniform.loss_parts(v[:4], known)[0].item(), rtol=1e-12,
+    )
+
+
 @pytest.mark.parametrize("tau_w", [0.5, 1.0, math.inf])
 def test_partial_weights_are_eq2_with_q_over_the_known_attributes(tau_w):
     # Summing out an unknown attribute equals counting only the known ones in q,
@@ -402,10 +461,13 @@ def test_partial_weights_are_eq2_with_q_over_the_known_attributes(tau_w):
     table = criterion.weights[len(COMBINATIONS) :].numpy()
     for row, codes in zip(table, PARTIAL):
         known = codes >= 0
-        same = COMBINATIONS[:, 0] == codes[0]
         q = 0.0 if math.isinf(tau_w) else (COMBINATIONS[:, known] == codes[known]).sum(1) / tau_w
-        expected = np.where(same, np.exp(q), 0.0)
-        np.testing.assert_allclose(row, expected / expected.sum(), rtol=1e-12)
+        # An unknown class is summed out too: the mean of each class's row (the grid
+        # gives every class as many consistent combinations).
+        classes = [codes[0]] if codes[0] >= 0 else np.unique(COMBINATIONS[:, 0])
+        expected = [np.where(COMBINATIONS[:, 0] == c, np.exp(q), 0.0) for c in classes]
+        expected = np.mean([e / e.sum() for e in expected], axis=0)
+        np.testing.assert_allclose(row, expected, rtol=1e-12)
     np.testing.assert_array_equal(
         criterion.weights[: len(COMBINATIONS)].numpy(),
         attribute_weight_table(COMBINATIONS, tau_w=tau_w),
@@ -455,7 +517,6 @@ def test_partial_hard_loss_gradcheck():
 @pytest.mark.parametrize(
     ("partial", "message"),
     [
-        (np.array([[-1, 0, 0]]), "must know the class attribute"),
         (np.array([[0, 0]]), r"must have shape \(n_partial, 3\)"),
         (np.array([[0, 5, -1]]), "no combination agrees with"),
     ],
