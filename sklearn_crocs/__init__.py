@@ -19,6 +19,7 @@ _LAZY = {
     "InvalidModelFileError": "._persistence",
     "PrototypeRetriever": "._retrieval",
     "clocs_loss": "._pretraining",
+    "pretrained_info": "._persistence._pretrained",
 }
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "config_context",
     "get_config",
     "paper_params",
+    "pretrained_info",
     "set_config",
 ]
 

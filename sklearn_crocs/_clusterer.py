@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._engine._base import AttributeOptions, BasePrototypeClusterer, ClassSpec
 from ._engine._nets import Ensemble, Placement
 from ._engine._rates import SignalRates
+from ._persistence._pretrained import SHIPPED, PretrainedMixin
 from ._pretraining import ContrastivePretrainer
 from .nn import CNNEncoder, CROCSLoss, RandomWindow, ResNet1dEncoder
 from .nn._encoders import ENCODERS
@@ -157,7 +158,7 @@ class PrototypeClustererMixin(TransformerMixin):
         return self.attribute_codec_.decode(self._fitted.combinations[nearest])
 
 
-class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
+class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClusterer):
     """Cluster ECGs around clinical prototypes of attribute combinations (CROCS).
 
     CROCS (Kiyasseh, Zhu & Clifton, NeurIPS 2021) learns one embedding, a
@@ -227,11 +228,10 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         probability summed over those prototypes), see
         :ref:`missing_attributes`; an ECG with every attribute missing is
         unlabelled and trains the encoder through its pseudo-label (see
-        :ref:`unlabelled_ecgs`). ``"posterior"``: the same, except that an
-        ECG with no class is pulled towards each class's consistent
-        prototypes in proportion to the model's current probability of that
-        class (an EM-style soft completion of the diagnosis) rather than
-        towards every class alike; see :ref:`missing_attributes`.
+        :ref:`unlabelled_ecgs`). ``"posterior"``: the same, but an ECG with
+        no class is pulled towards each class's consistent prototypes in
+        proportion to the model's current probability of that class (an
+        EM-style soft completion), not towards every class alike.
         ``"error"``: any missing value raises a ``ValueError``. Prediction
         is the same either way.
     unlabelled_weight : float, default=1.0
@@ -399,21 +399,31 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         accelerator places the model, so ``device`` is not used for
         training. :meth:`save` does not store it: a loaded model has
         ``accelerator=None``.
-    pretrained : ContrastivePretrainer, default=None
-        Start the encoder from a self-supervised pretraining
+    pretrained : ContrastivePretrainer, CROCSClusterer or str, default=None
+        Start from a trained model (see :ref:`pretrained`): a shipped
+        model's name (``"ptbxl"``, see :meth:`from_pretrained`) or a fitted
+        ``CROCSClusterer``, whose encoders start this model's nets (net ``k``
+        from its net ``k`` modulo their number); the attributes and
+        prototypes are this fit's own. Or from a self-supervised pretraining
         (:class:`~sklearn_crocs.ContrastivePretrainer`, see
-        :ref:`pretraining`) instead of a random initialisation. A fitted
-        pretrainer gives its encoder as it is (built with the same
-        ``encoder``, ``encoder_params``, ``embedding_dim`` and leads, else
-        ``fit`` raises a ``ValueError``): one pretraining, for example on a
-        large unlabelled database, serves many fits. An unfitted one is
-        cloned and fitted in ``fit`` on every ECG of ``X``, labelled or not,
-        with ``groups`` as its patients, and with this estimator's
+        :ref:`pretraining`): a fitted one gives its encoder as it is, so that
+        one pretraining on a large unlabelled database serves many fits; an
+        unfitted one is cloned and fitted in ``fit`` on every ECG of ``X``,
+        labelled or not, with ``groups`` as its patients, this estimator's
         ``encoder``, ``encoder_params``, ``embedding_dim`` and device (and its
-        seed when its ``random_state`` is None). Cross-validation and
-        grid searches clone the parameters, which unfits a pretrainer: wrap a
-        fitted one in :class:`sklearn.frozen.FrozenEstimator` there.
+        seed when its ``random_state`` is None). Either way the encoder,
+        ``encoder_params``, ``embedding_dim``, leads (and the model rate of a
+        trained model) must be this model's, else ``fit`` raises a
+        ``ValueError``. Cross-validation and grid searches clone parameters,
+        which unfits a model: wrap a fitted one in
+        :class:`sklearn.frozen.FrozenEstimator` there (a name survives).
         :meth:`save` does not store it: a loaded model has ``pretrained=None``.
+    freeze : "auto" or bool, default="auto"
+        Keep the encoder's ``early_layers`` (the ResNet's stem and first two
+        stages; the CNN's first stage) as ``pretrained`` gave them. ``"auto"``:
+        from a trained CROCS model (a fitted ``CROCSClusterer`` or a name),
+        chosen on validation folds over a lower rate or fewer epochs
+        (:ref:`pretrained`); ``True``: from any ``pretrained``; ``False``: never.
 
     Attributes
     ----------
@@ -576,7 +586,11 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         "conditioning": [SignalConditioner, None],
         "longer_signals": [StrOptions({"error", "average"})],
         "ensemble_size": [Interval(Integral, 1, None, closed="left")],
-        "pretrained": [ContrastivePretrainer, FrozenEstimator, None],
+        "pretrained": [
+            ContrastivePretrainer, FrozenEstimator, BasePrototypeClusterer,
+            StrOptions(set(SHIPPED)), None,
+        ],
+        "freeze": [StrOptions({"auto"}), "boolean"],
     }
 
     def __init__(
@@ -615,6 +629,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         callbacks=None,
         accelerator=None,
         pretrained=None,
+        freeze="auto",
     ):
         self.encoder = encoder
         self.encoder_params = encoder_params
@@ -649,6 +664,7 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
         self.callbacks = callbacks
         self.accelerator = accelerator
         self.pretrained = pretrained
+        self.freeze = freeze
 
     _not_saved = ("encoder", "callbacks", "accelerator", "pretrained")
 
@@ -663,6 +679,17 @@ class CROCSClusterer(PrototypeClustererMixin, BasePrototypeClusterer):
 
     def _ensemble(self):
         return Ensemble(self.ensemble_size)
+
+    def _frozen_layers(self, encoder):
+        freeze = self.freeze
+        if freeze == "auto":  # a start from a trained CROCS model fine-tunes the rest
+            freeze = hasattr(getattr(self, "pretrainer_", None), "get_prototypes")
+        elif freeze and self.pretrained is None:
+            raise ValueError(
+                "freeze=True keeps the encoder's early layers as pretrained= gives them, but "
+                "pretrained is None: they would stay random. Pass pretrained, or freeze='auto'."
+            )
+        return tuple(getattr(encoder, "early_layers", ())) if freeze else ()
 
     def _placement(self):
         return Placement(self.device, self.accelerator)

@@ -700,3 +700,65 @@ def test_the_cli_and_the_python_path_predict_the_same(cinc, shared_data, tmp_pat
                           index=data.record_names[kept], columns=model.attribute_names_)  # fmt: skip
     assert sorted(cli.index) == sorted(python.index) and len(cli) >= 10
     pd.testing.assert_frame_equal(cli.loc[python.index, python.columns], python, check_names=False)
+
+
+# ------------------------------------------------------- the shipped model
+def test_predict_and_search_with_the_shipped_model(shared_data, tmp_path):
+    """``--model bundled:ptbxl``: no training, no download; raw WFDB records of another
+    hospital (LUDB, 500 Hz) are read as the model's settings say."""
+    folder = shared_data / "ludb-subset"
+    out = tmp_path / "predicted.csv"
+    status, _, err = run("predict", folder, "--model", "bundled:ptbxl", "--out", out, "--quiet")
+    assert status == 0, err
+    table = pd.read_csv(out, dtype=str)
+    assert list(table.columns) == ["record", "class", "sex", "age"]
+    assert len(table) == 12
+    assert set(table["class"]) <= {"ABN", "NORM"} and set(table["sex"]) <= {"F", "M"}
+    found = tmp_path / "found.csv"
+    argv = ["search", folder, "--model", "bundled:ptbxl", "--query", "sex=F,age=75"]
+    status, _, err = run(*argv, "--out", found, "--k", 3, "--quiet")
+    assert status == 0, err
+    hits = pd.read_csv(found, dtype=str)
+    assert len(hits) == 3 and hits["query"].str.startswith("sex=F,age=").all()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["predict", "--model", "bundled:ptb"], "bundled:ptb is not a shipped model; the package "
+         "ships bundled:ptbxl"),
+        (["fit", "--from", "bundled:ptbxl", "--working-rate", 50], "--from bundled:ptbxl read its "
+         "records with working_rate 100.0; this fit would use 50.0"),
+        (["fit", "--from", "bundled:ptbxl", "--no-conditioning"], "read its records with "
+         "conditioning"),
+        (["fit", "--from", "bundled:ptbxl", "--leads", "I,II"], "reads the leads I,II,III"),
+    ],
+)
+def test_shipped_model_errors(shared_data, tmp_path, argv, message):
+    command, *options = argv
+    extra = ["--attributes", "Rhythms,sex,age", "--model", tmp_path / "model"]
+    if command == "predict":
+        extra = ["--out", tmp_path / "out.csv"]
+    status, _, err = run(command, shared_data / "ludb-subset", *options, *extra, "--quiet")
+    assert status == 1
+    assert message in error_line(err)
+
+
+def test_fit_from_the_shipped_model_with_scarce_diagnoses(shared_data, tmp_path):
+    """``fit --from bundled:ptbxl`` fine-tunes; records whose rhythm is unknown but whose sex
+    and age are known train with the rhythm summed out, and are not left out."""
+    folder = shared_data / "ludb-subset"
+    labels = pd.read_csv(folder / "ludb.csv", dtype=str)
+    labels["Rhythms"] = labels["Rhythms"].where(labels.index % 2 == 0)
+    labels.to_csv(tmp_path / "labels.csv", index=False)
+    model = tmp_path / "model"
+    argv = ["fit", folder, "--labels", tmp_path / "labels.csv", "--attributes", "Rhythms,sex,age"]
+    argv += ["--from", "bundled:ptbxl", "--age-groups", 2, "--max-epochs", 1, "--model", model]
+    status, out, err = run(*argv, "--random-state", 0, "--quiet")
+    assert status == 0, err
+    assert "record(s) train with the attributes they have; unknown: Rhythms" in err
+    assert "Trained on 24 frames of 12 records" in out
+    predicted = tmp_path / "predicted.csv"
+    status, _, err = run("predict", folder, "--model", model, "--out", predicted, "--quiet")
+    assert status == 0, err
+    assert list(pd.read_csv(predicted).columns) == ["record", "Rhythms", "sex", "age"]

@@ -24,7 +24,7 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
-from skorch.callbacks import PassthroughScoring
+from skorch.callbacks import Freezer, PassthroughScoring
 from tqdm import tqdm
 
 from .._attributes import AttributeCodec
@@ -129,6 +129,11 @@ class BasePrototypeClusterer(
         """The :class:`Ensemble` of nets of the model: here one net."""
         return Ensemble()
 
+    def _frozen_layers(self, encoder):
+        """Name prefixes of the ``encoder`` class's parameters that keep their starting
+        weights during a fit; none here."""
+        return ()
+
     def _placement(self):
         """The :class:`Placement` of the nets: here on ``device``."""
         return Placement(self.device)
@@ -220,7 +225,6 @@ class BasePrototypeClusterer(
         codec = AttributeCodec.fit(
             y, n_samples, allow_missing=missing != "error", continuous=continuous
         )
-        names = codec.names
         class_index = codec.position(self.class_attribute, "class_attribute")
         target, partial = codec.encode_partial(y)
         unlabelled = target < 0
@@ -285,6 +289,9 @@ class BasePrototypeClusterer(
                 *early_stopping_callbacks("valid_nce", self.n_iter_no_change, sink),
             ]
         placement = self._placement()
+        frozen = self._frozen_layers(encoder)
+        if frozen:  # skorch's Freezer, with patterns (a net with them still pickles)
+            callbacks.append(("freeze", Freezer([f"{prefix}*" for prefix in frozen])))
         return self._assemble_net(
             placement.net_class,
             seed=seed,
@@ -392,10 +399,13 @@ class BasePrototypeClusterer(
                 codec=data.codec, class_index=data.class_index, n_train=n_train,
             )  # fmt: skip
 
-        def fit_one(seed):
+        # A fitted clusterer gives one encoder per net; a pretrainer one for all.
+        starts = pretrainer if isinstance(pretrainer, list) else [pretrainer]
+
+        def fit_one(seed, k):
             return self._fit_net(
                 partial(build, seed), dataset(None if data.valid is None else data.train),
-                None, seed=seed, pretrainer=pretrainer,
+                None, seed=seed, pretrainer=starts[k % len(starts)],
             )  # fmt: skip
 
         nets = self._ensemble().fit(fit_one, data.seed)

@@ -40,8 +40,9 @@ class Ensemble:
         return embedding_dim * self.size
 
     def fit(self, fit_one, seed):
-        """The fitted nets, ``fit_one(s)`` for each of :meth:`seeds` ``(seed)``, in order."""
-        return [fit_one(s) for s in self.seeds(seed)]
+        """The fitted nets, ``fit_one(s, k)`` for each net ``k`` and its seed ``s`` of
+        :meth:`seeds` ``(seed)``, in order."""
+        return [fit_one(s, k) for k, s in enumerate(self.seeds(seed))]
 
     @staticmethod
     def join(outputs):

@@ -183,6 +183,11 @@ class NeuralEstimatorMixin(SignalMixin):
             pretrainer = pretrainer.estimator
         if pretrainer is None:
             return None
+        if isinstance(pretrainer, str):  # a shipped model's name (CROCSClusterer only)
+            pretrainer = type(self).from_pretrained(pretrainer, device="cpu")
+        if hasattr(pretrainer, "get_prototypes"):  # a prototype clusterer, fitted or not
+            self.pretrainer_ = pretrainer
+            return self._trained_encoders(pretrainer)
         if not isinstance(pretrainer, ContrastivePretrainer):
             raise TypeError(
                 "pretrained must be a ContrastivePretrainer (fitted or not), possibly wrapped "
@@ -209,6 +214,25 @@ class NeuralEstimatorMixin(SignalMixin):
             self.pretraining_time_ = time.perf_counter() - start
         self.pretrainer_ = pretrainer
         return pretrainer
+
+    def _trained_encoders(self, model):
+        """The encoder weights of each net of a fitted prototype clusterer ``model``, to start
+        this estimator's nets (net ``k`` from ``model``'s net ``k`` modulo their number)."""
+        if not hasattr(model, "nets_"):
+            raise ValueError(
+                f"pretrained={type(model).__name__}(...) is not fitted. Pass a fitted model, or "
+                "in a cross-validation or grid search (which clone it unfitted) wrap it in "
+                "sklearn.frozen.FrozenEstimator, or pass a shipped model's name ('ptbxl')."
+            )
+        rate = self._signal_rates().model_rate()
+        if model.sampling_rate_ != rate:
+            raise ValueError(
+                f"pretrained was trained on ECGs at {model.sampling_rate_} Hz, but this "
+                f"model's encoder works at {rate} Hz (sampling_rate={self.sampling_rate}, "
+                f"working_rate={self.working_rate}); an encoder's filters are rate-specific. "
+                f"Set working_rate={model.sampling_rate_} and give sampling_rate."
+            )
+        return [net.module_.state_dict() for net in model.nets_]
 
     def _encoder_of(self, module):
         """The encoder within the net's module (the module itself here)."""

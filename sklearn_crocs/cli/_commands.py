@@ -17,6 +17,7 @@ import pandas as pd
 
 from .. import __version__
 from .._clusterer import CROCSClusterer
+from .._persistence._pretrained import read_pretrained
 from .._retrieval import PrototypeRetriever
 from .._utils import _atomic_path
 from ..datasets._base import parse_age, parse_sex, progress
@@ -27,6 +28,7 @@ from ._common import (
     MODEL_FILE,
     SETTINGS_FILE,
     SETTINGS_FORMAT,
+    SHIPPED_MODELS,
     CommandError,
     escape,
     note,
@@ -127,31 +129,55 @@ def fit(args):
         except (TypeError, ValueError) as exc:
             raise CommandError(f"--class-map: {exc}") from exc
     settings = _fit_settings(args)
-    records, source = read_records(args, settings, leads=args.leads)
+    start, start_settings = None, None
+    if args.start_from is not None:
+        start_args = argparse.Namespace(model=args.start_from, device=None)
+        start, start_settings = _load_model(start_args)
+        _check_start(args.start_from, start_settings, settings)
+    leads = args.leads if start is None else args.leads or start_settings["lead_names"]
+    records, source = read_records(args, settings, leads=leads)
+    if start is not None and records.lead_names != start_settings["lead_names"]:
+        raise CommandError(
+            f"--from {args.start_from} reads the leads {','.join(start_settings['lead_names'])}"
+            f", in this order; the records give {','.join(records.lead_names)}. Pass --leads "
+            "with the model's leads."
+        )
     y = record_attributes(args, records, source, args.attributes, class_attribute, class_map)
     unknown = y.isna()
-    if unknown.to_numpy().any():
-        counts = ", ".join(f"{n} ({c})" for n, c in unknown.sum().items() if c)
-        note(f"left out {int(unknown.any(axis=1).sum())} record(s) with an unknown {counts}")
-    labelled = np.flatnonzero(~unknown.any(axis=1).to_numpy())
-    if len(labelled) < 2:
+    # A record trains with what it has (its unknown attributes summed out); one with
+    # no known attribute has nothing to learn from.
+    nothing = unknown.all(axis=1).to_numpy()
+    if nothing.any():
+        note(f"left out {int(nothing.sum())} record(s) with no known attribute")
+    if unknown[~nothing].to_numpy().any():
+        counts = ", ".join(f"{n} ({c})" for n, c in unknown[~nothing].sum().items() if c)
+        note(
+            f"{int(unknown[~nothing].any(axis=1).sum())} record(s) train with the attributes "
+            f"they have; unknown: {counts}"
+        )
+    labelled = np.flatnonzero(~nothing)
+    n_class = int(y[class_attribute].notna().sum())
+    if n_class < 2:
         raise CommandError(
-            f"{'no record has' if len(labelled) == 0 else 'only 1 record has'} a known value "
-            "of every attribute; fit needs at least 2 labelled records."
+            f"{'no record has' if n_class == 0 else 'only 1 record has'} a known "
+            f"{class_attribute!r}; fit needs at least 2."
         )
     y = y.iloc[labelled].reset_index(drop=True)
     age_groups = {}
     for name in y.columns:
         if name.lower() == "age":
-            n_ages = y[name].nunique()
+            ages = y[[name]].astype(float)
+            known = ages[name].notna().to_numpy()
+            n_ages = ages[name].nunique()
             if args.age_groups > n_ages:
                 raise CommandError(
-                    f"--age-groups {args.age_groups}: the {len(y)} labelled records' ages "
-                    f"take only {n_ages} distinct value(s), too few for that many groups. "
+                    f"--age-groups {args.age_groups}: the {int(known.sum())} records' known "
+                    f"ages take only {n_ages} distinct value(s), too few for that many groups. "
                     f"Pass --age-groups {n_ages} or fewer."
                 )
-            encoder = AgeGroupEncoder(n_groups=args.age_groups).fit(y[[name]].astype(float))
-            groups = encoder.transform(y[[name]].astype(float)).ravel()
+            encoder = AgeGroupEncoder(n_groups=args.age_groups).fit(ages[known])
+            groups = np.full(len(y), None, dtype=object)
+            groups[known] = encoder.transform(ages[known]).ravel()
             y[name] = pd.Categorical(groups, categories=encoder.labels_)
             # The inner edges only: the outer ones are the youngest and oldest ages.
             age_groups[name] = {
@@ -184,6 +210,7 @@ def fit(args):
         device=args.device or "cpu",
         random_state=args.random_state,
         verbose=0 if args.quiet else 1,
+        pretrained=start,
     )
     model.fit(
         records.frames[rows],
@@ -218,8 +245,74 @@ def fit(args):
     return 0
 
 
+def _shipped_settings(model, lead_names):
+    """The reading settings of a shipped model, as fit would write them: from the model
+    itself (its rate, frames, conditioning and age edges) and the file's lead names."""
+    rate, frame_length = model.sampling_rate_, model.input_shape_[1]
+    step = model.conditioning
+    conditioning = None if step is None else {
+        "bandpass": None if step.bandpass is None else list(step.bandpass),
+        "notch": step.notch,
+        "normalize": step.normalize,
+    }  # fmt: skip
+    names = list(model.attribute_names_)
+    age_groups = {
+        name: {
+            "labels": [str(c) for c in model.categories_[names.index(name)]],
+            "edges": edges[1:-1].tolist(),
+        }
+        for name, edges in model.bin_edges_.items()
+        if name.lower() == "age"
+    }
+    return {
+        "format": SETTINGS_FORMAT,
+        "sklearn_crocs_version": __version__,
+        "working_rate": rate,
+        "frame_seconds": frame_length / rate,
+        "frame_length": frame_length,
+        "conditioning": conditioning,
+        "normalize": "none" if step is None else (step.normalize or "none"),
+        "lead_names": list(lead_names),
+        "attributes": names,
+        "class_attribute": names[model.class_index_],
+        "class_map": None,
+        "age_groups": age_groups,
+    }
+
+
+def _load_shipped(name, device):
+    """A shipped model (``bundled:ptbxl``) and its reading settings."""
+    model, document = read_pretrained(
+        CROCSClusterer, name.removeprefix("bundled:"), device=device
+    )
+    settings = _shipped_settings(model, document["lead_names"])
+    # The command line conditions and frames each record itself, as the settings say.
+    model.set_params(conditioning=None, longer_signals="error", verbose=0)
+    return model, settings
+
+
+def _check_start(name, start_settings, settings):
+    """Refuse a ``--from`` model that read its records otherwise than this fit will."""
+    for key, option in (
+        ("working_rate", "--working-rate"),
+        ("conditioning", "--conditioning, --notch and --normalize"),
+        ("normalize", "--normalize"),
+    ):
+        if start_settings[key] != settings[key]:
+            raise CommandError(
+                f"--from {name} read its records with {key} {start_settings[key]!r}; this fit "
+                f"would use {settings[key]!r}. Give {option} as that model was fitted with."
+            )
+
+
 def _load_model(args):
     """The fitted model and the reading settings of ``--model``."""
+    if args.model in SHIPPED_MODELS:
+        return _load_shipped(args.model, args.device)
+    if args.model.startswith("bundled:"):
+        raise CommandError(
+            f"{args.model} is not a shipped model; the package ships {', '.join(SHIPPED_MODELS)}."
+        )
     model_dir = Path(args.model)
     settings_path = model_dir / SETTINGS_FILE
     if not settings_path.is_file() or not (model_dir / MODEL_FILE).is_file():

@@ -14,6 +14,8 @@ SETTINGS_FILE = "settings.json"
 SETTINGS_FORMAT = "sklearn-crocs-cli/2"
 # RECORDS names that read the data bundled with the package.
 BUNDLED = ("bundled:ptbxl-sample", "bundled:ludb")
+# --model (and fit's --from) names that read a model shipped with the package.
+SHIPPED_MODELS = ("bundled:ptbxl",)
 ARRAY_SUFFIXES = (".npy", ".npz")
 
 

@@ -11,7 +11,7 @@ import sys
 import warnings
 
 from .. import __version__
-from ._common import BUNDLED, CommandError, escape
+from ._common import BUNDLED, SHIPPED_MODELS, CommandError, escape
 from ._job import main as main_job
 
 SUBCOMMANDS = ("fit", "predict", "search", "score")
@@ -82,7 +82,13 @@ def _common_parser():
         help="rate of a .npy or .npz array in Hz (required for arrays; WFDB and EDF "
         "records give their own)",
     )
-    common.add_argument("--model", required=True, metavar="MODEL_DIR", help="folder of the model")
+    common.add_argument(
+        "--model",
+        required=True,
+        metavar="MODEL",
+        help="folder of the model (fit: the folder to write); predict, search and score "
+        "also take the model shipped with the package: " + " or ".join(SHIPPED_MODELS),
+    )
     common.add_argument(
         "--device",
         default=None,
@@ -116,10 +122,20 @@ def _fit_parser(sub, common):
         description="Train CROCS on every record of RECORDS with the attributes "
         "named by --attributes, read from the WFDB header comments (#Age, #Sex, #Dx, ...), "
         "from the bundled data's table or from --labels (needed for EDF files and arrays), "
-        "and write the model to MODEL_DIR. Each record is conditioned whole at its own "
+        "and write the model to the folder --model. Each record is conditioned whole at its own "
         "rate (band-pass, resampling to --working-rate, per-lead scaling) and cut into "
-        "frames of --frame-seconds. Records with an unknown value of an attribute are "
-        "left out of training. Age is binned into groups learned from the records.",
+        "frames of --frame-seconds. A record with some attributes unknown (a diagnosis "
+        "missing, say) trains with those it has; one with none is left out. Age is binned "
+        "into groups learned from the records. "
+        "--from starts the encoder from a trained model.",
+    )
+    fit.add_argument(
+        "--from",
+        dest="start_from",
+        metavar="MODEL",
+        help="start from a trained model's encoder (fine-tuning): "
+        + " or ".join(SHIPPED_MODELS)
+        + ", or the folder of a model written by fit; the attributes are this fit's own",
     )
     _add_attribute_arguments(fit)
     _add_reading_arguments(fit)

@@ -134,6 +134,10 @@ class CNNEncoder(nn.Module):
     torch.Size([2, 128])
     """
 
+    #: Parameter-name prefixes of the layers that a fine-tune keeps (``freeze``): the
+    #: first stage.
+    early_layers = ("features.0.", "features.1.")
+
     def __init__(
         self,
         in_channels,
@@ -316,6 +320,10 @@ class ResNet1dEncoder(nn.Module):
     >>> encoder(torch.zeros(2, 12, 2500)).shape
     torch.Size([2, 256])
     """
+
+    #: Parameter-name prefixes of the layers that a fine-tune keeps (``freeze``): the
+    #: stem and the first two of the four stages.
+    early_layers = ("stem.", "blocks.0.", "blocks.1.")
 
     def __init__(
         self,
