@@ -144,6 +144,20 @@ def test_loaded_model_predicts_as_saved(fitted_models, data, tmp_path, index):
     np.testing.assert_array_equal(refit.transform(X), clone(model).fit(X, y).transform(X))
 
 
+def test_a_loaded_net_predicts_and_does_not_train(fitted_models, data, tmp_path):
+    # A rebuilt net gets no torch optimizer (whose first construction in a process
+    # imports torch's compiler stack); training it says what to do instead.
+    X, y, _ = data
+    path = tmp_path / "model.safetensors"
+    loaded = CROCSClusterer.load(fitted_models[0].save(path) and path)
+    # (The learning-rate schedule refuses it first, by name.)
+    with pytest.raises((RuntimeError, TypeError), match="PredictionOnly|rebuilt from a model"):
+        loaded.net_.partial_fit(X[:8], np.zeros(8, dtype=np.int64))
+    with pytest.raises(RuntimeError, match="rebuilt from a model file to predict"):
+        loaded.net_.optimizer_.step()
+    assert loaded.transform(X[:2]).shape[0] == 2
+
+
 def test_the_checked_tensors_do_not_change_with_the_file(fitted_models, tmp_path):
     # Older safetensors map the file's tensors into memory: the tensors load
     # checks against the document must not change if the file is rewritten in

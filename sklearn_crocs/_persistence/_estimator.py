@@ -292,6 +292,7 @@ class EstimatorFile:
             net = self._build_net(
                 *self.input_shape_, 0, None, codec=fitted.codec, class_index=fitted.class_index
             )
+            net.set_params(optimizer=PredictionOnly)
             weights = {
                 n.removeprefix(f"{name}encoder."): v
                 for n, v in t.items()
@@ -318,6 +319,31 @@ class EstimatorFile:
             check_probe(path, net.forward(ArrayDataset(probe), training=False, device="cpu"))
         return self
 
+
+
+class PredictionOnly:
+    """The optimizer of a net rebuilt from a file, which predicts and never trains.
+
+    A torch optimizer would import torch's compiler stack on its first
+    construction in a process (seconds) for nothing: a model refits with new
+    nets, and fine-tuning copies the weights.
+    """
+
+    def __init__(self, params, **options):
+        self.param_groups = [dict(group, **options) for group in params]
+        self.state = {}
+
+    def zero_grad(self, set_to_none=True):
+        self.step()
+
+    def step(self, closure=None):
+        raise RuntimeError(
+            "This net was rebuilt from a model file to predict; it does not train. Fit the "
+            "estimator, or pass it as pretrained= to a new one."
+        )
+
+    def state_dict(self):
+        return {"state": {}, "param_groups": []}
 
 
 def estimator_state(model, prefix=""):
