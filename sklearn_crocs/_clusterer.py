@@ -419,7 +419,7 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
         :class:`sklearn.frozen.FrozenEstimator` there (a name survives).
         :meth:`save` does not store it: a loaded model has ``pretrained=None``.
     freeze : "auto" or bool, default="auto"
-        Keep the encoder's ``early_layers`` (the ResNet's stem and first two
+        Keep the encoder's ``early_layers`` (the ResNet's stem and first three
         stages; the CNN's first stage) as ``pretrained`` gave them. ``"auto"``:
         from a trained CROCS model (a fitted ``CROCSClusterer`` or a name),
         chosen on validation folds over a lower rate or fewer epochs

@@ -322,8 +322,8 @@ class ResNet1dEncoder(nn.Module):
     """
 
     #: Parameter-name prefixes of the layers that a fine-tune keeps (``freeze``): the
-    #: stem and the first two of the four stages.
-    early_layers = ("stem.", "blocks.0.", "blocks.1.")
+    #: stem and the first three of the four stages.
+    early_layers = ("stem.", "blocks.0.", "blocks.1.", "blocks.2.")
 
     def __init__(
         self,
