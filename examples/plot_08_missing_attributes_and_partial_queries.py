@@ -9,7 +9,7 @@ and class") rather than a whole combination. This example shows the three
 tools for that, on the PTB-XL sample shipped with the package (500 12-lead
 records, class x sex x age quartile, split by patient):
 
-* training with missing attributes: ``CROCSClusterer(missing="marginalise")``
+* training with missing attributes: ``CROCSClusterer(missing="posterior")``
   (the default) attracts an ECG to every prototype consistent with the
   attributes it has, instead of dropping it;
 * ``predict_proba(X, attribute="age")``: the probability of each value of one

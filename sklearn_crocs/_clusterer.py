@@ -219,7 +219,7 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
     class_attribute : int or str, default=0
         Column (position or name) of ``y`` that holds the class attribute:
         ECGs are only attracted to prototypes of their own class.
-    missing : {"marginalise", "posterior", "error"}, default="marginalise"
+    missing : {"posterior", "marginalise", "error"}, default="posterior"
         What ``fit`` does with missing values (NaN, None, ``pd.NA``) in
         ``y``. ``"marginalise"``: an ECG whose attributes are partly unknown
         (the class among them: a record with sex and age but no diagnosis)
@@ -228,12 +228,11 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
         probability summed over those prototypes), see
         :ref:`missing_attributes`; an ECG with every attribute missing is
         unlabelled and trains the encoder through its pseudo-label (see
-        :ref:`unlabelled_ecgs`). ``"posterior"``: the same, but an ECG with
-        no class is pulled towards each class's consistent prototypes in
-        proportion to the model's current probability of that class (an
-        EM-style soft completion), not towards every class alike.
-        ``"error"``: any missing value raises a ``ValueError``. Prediction
-        is the same either way.
+        :ref:`unlabelled_ecgs`). ``"posterior"`` (the default): the same,
+        but an ECG with no class is pulled towards each class's consistent
+        prototypes in proportion to the model's current probability of that
+        class (an EM-style completion), not towards every class alike
+        (:ref:`scarce_diagnoses`). ``"error"``: any missing value raises.
     unlabelled_weight : float, default=1.0
         Weight of the unlabelled ECGs' term (rows of ``y`` with every
         attribute missing, unless ``missing="error"``): an unlabelled
@@ -606,7 +605,7 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
         reg_reduction="mean",
         prototypes="learned",
         class_attribute=0,
-        missing="marginalise",
+        missing="posterior",
         unlabelled_weight=1.0,
         unlabelled_threshold=0.99,
         ordinal="auto",
