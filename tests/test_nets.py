@@ -15,7 +15,8 @@ from sklearn_crocs.nn import AcceleratedCROCSNet, CROCSNet
 def test_an_ensemble_fits_one_net_per_seed_and_joins_their_embeddings():
     ensemble = Ensemble(3)
     assert ensemble.seeds(5) == [5, 6, 7] and ensemble.width(8) == 24
-    assert ensemble.fit(lambda seed: f"net {seed}", 5) == ["net 5", "net 6", "net 7"]
+    fitted = ensemble.fit(lambda seed, k: f"net {k}: seed {seed}", 5)
+    assert fitted == ["net 0: seed 5", "net 1: seed 6", "net 2: seed 7"]
     a, b = torch.randn(4, 8), torch.randn(4, 8)
     np.testing.assert_array_equal(Ensemble.join([a]), F.normalize(a, dim=1).numpy())
     joined = Ensemble.join([a, b])

@@ -85,4 +85,4 @@ def test_one_labelled_record_is_a_clear_error(tmp_path):
     argv = ["fit", tmp_path / "x.npz", "--sampling-rate", 500, "--labels", tmp_path / "labels.csv"]
     status, _, err = run(*argv, "--attributes", "group", "--model", tmp_path / "m", "--quiet")
     assert status == 1
-    assert "only 1 record has a known value of every attribute" in error_line(err)
+    assert "only 1 record has a known 'group'; fit needs at least 2" in error_line(err)

@@ -115,6 +115,8 @@ class PretrainedMixin:
 def pretrained_info(name):
     """Where the shipped model ``name`` comes from: its data, licence, recipe and maker.
 
+    Read more in the :ref:`User Guide <pretrained>`.
+
     Parameters
     ----------
     name : str
