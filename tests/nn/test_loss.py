@@ -333,6 +333,12 @@ def _consistent_rows(codes, combinations):
     ]
 
 
+def _naive_similarities(v_i, p, tau_s):
+    """``s(v_i, p_k) = cos(v_i, p_k) / tau_s`` for every k, and ``log sum_k exp s``."""
+    s = [float(v_i @ p_k) / (np.linalg.norm(v_i) * np.linalg.norm(p_k)) / tau_s for p_k in p]
+    return s, math.log(sum(math.exp(x) for x in s))
+
+
 def _naive_partial_nce(v, p, codes, combinations, *, tau_s, tau_w, kind):
     """L_NCE for ECGs with value codes ``codes`` (-1: missing), one ECG and prototype at a time.
 
@@ -345,11 +351,7 @@ def _naive_partial_nce(v, p, codes, combinations, *, tau_s, tau_w, kind):
     weights = _naive_weights(combinations, 0, tau_w)
     nce = 0.0
     for i in range(len(v)):
-        s = [
-            float(v[i] @ p[k]) / (np.linalg.norm(v[i]) * np.linalg.norm(p[k])) / tau_s
-            for k in range(len(p))
-        ]
-        log_denominator = math.log(sum(math.exp(x) for x in s))
+        s, log_denominator = _naive_similarities(v[i], p, tau_s)
         consistent = _consistent_rows(codes[i], combinations)
         if kind == "hard":
             nce -= math.log(sum(math.exp(s[j] - log_denominator) for j in consistent))
@@ -402,11 +404,7 @@ def _naive_posterior_nce(v, p, codes, combinations, *, tau_s, tau_w):
     classes = sorted(set(combinations[:, 0]))
     nce = 0.0
     for i in range(len(v)):
-        s = [
-            float(v[i] @ p[k]) / (np.linalg.norm(v[i]) * np.linalg.norm(p[k])) / tau_s
-            for k in range(len(p))
-        ]
-        log_denominator = math.log(sum(math.exp(x) for x in s))
+        s, log_denominator = _naive_similarities(v[i], p, tau_s)
         softmax = [math.exp(x - log_denominator) for x in s]
         consistent = _consistent_rows(codes[i], combinations)
         if codes[i][0] >= 0:
