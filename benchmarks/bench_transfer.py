@@ -48,6 +48,8 @@ from skorch.callbacks import Freezer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from bench_pretrained import binned  # noqa: E402
+
 from sklearn_crocs import CROCSClusterer  # noqa: E402
 from sklearn_crocs._engine._neural import auto_max_epochs  # noqa: E402
 from sklearn_crocs.datasets import load_ludb, load_wfdb, patient_split  # noqa: E402
@@ -102,13 +104,6 @@ def cinc():
     return [data.data[i] for i in keep], attributes
 
 
-def quartiles(model, ages):
-    """Ages as the bin labels of a fitted CROCS model's age attribute."""
-    edges = model.bin_edges_["age"]
-    labels = np.asarray(model.categories_[model.attribute_names_.index("age")], dtype=object)
-    return labels[np.searchsorted(edges[1:-1], np.asarray(ages, dtype=float), side="right")]
-
-
 def accuracy_row(truth, predicted, names):
     row = {}
     for name in names:
@@ -122,7 +117,7 @@ def accuracy_row(truth, predicted, names):
 def zero_shot(shipped, X, attributes, rate=RATE):
     """Row (a): the shipped model's sex and age quartile of records ``X`` (a list or an array
     at ``rate``, conditioned or not: the model conditions them), with the majority rates."""
-    truth = attributes.assign(age=quartiles(shipped, attributes["age"]))
+    truth = attributes.assign(age=binned(shipped, "age", attributes["age"]))
     known = truth["sex"].notna() & attributes["age"].notna()
     rows = [shipped.predict(np.asarray(x)[np.newaxis], sampling_rate=rate) for x in X]
     predicted = pd.concat(rows, ignore_index=True)[known.to_numpy()]
@@ -155,7 +150,7 @@ def fit_crocs(X, y, groups, seed, pretrained=None, **params):
 
 
 def crocs_row(model, seconds, X, y):
-    truth = y.reset_index(drop=True).assign(age=quartiles(model, y["age"]))
+    truth = y.reset_index(drop=True).assign(age=binned(model, "age", y["age"]))
     return {**accuracy_row(truth, model.predict(X), ATTRIBUTES), "fit s": seconds}
 
 
