@@ -42,12 +42,14 @@ predicted = model.predict(ludb.data, sampling_rate=ludb.fs)
 # rate (always answering the commonest value) is the bar to beat.
 edges = model.bin_edges_["age"]
 age_labels = np.asarray(model.categories_[2], dtype=object)
-true_age = age_labels[np.searchsorted(edges[1:-1], ludb.attributes["age"], side="right")]
+bins = np.searchsorted(edges[1:-1], ludb.attributes["age"], side="right")
+true_age = age_labels[bins]
 truth = {"sex": ludb.attributes["sex"].to_numpy(), "age": true_age}
-fig, axes = plt.subplots(1, 2, figsize=(9, 4), layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
 for ax, name in zip(axes, ("sex", "age")):
     accuracy = np.mean(predicted[name].to_numpy() == truth[name])
-    majority = max(np.unique(truth[name], return_counts=True)[1]) / len(truth[name])
+    counts = np.unique(truth[name], return_counts=True)[1]
+    majority = counts.max() / counts.sum()
     ConfusionMatrixDisplay.from_predictions(
         truth[name], predicted[name].to_numpy(), labels=model.categories_[
             model.attribute_names_.index(name)], ax=ax, colorbar=False,
@@ -64,32 +66,38 @@ plt.show()
 # ``pretrained="ptbxl"``; its prototypes start afresh. The patients are split
 # 60:40; the records are conditioned as the shipped model's were and cut into
 # 5-s frames.
-records = SignalConditioner(sampling_rate=ludb.fs, target_rate=100).fit_transform(ludb.data)
+conditioner = SignalConditioner(sampling_rate=ludb.fs, target_rate=100)
+records = conditioner.fit_transform(ludb.data)
 y = ludb.attributes[["rhythm", "sex", "age"]]
 train, _, test = patient_split(
-    ludb.groups, stratify=y["rhythm"], val_size=0.0, test_size=0.4, random_state=0
+    ludb.groups, stratify=y["rhythm"], val_size=0.0, test_size=0.4,
+    random_state=0,
 )
 X_train, y_train, g_train = make_frames(
     records[train], 500, attributes=y.iloc[train], groups=ludb.groups[train]
 )
-params = {"class_attribute": "rhythm", "continuous": {"age": 4}, "sampling_rate": 100,
-          "longer_signals": "average", "random_state": 0}  # fmt: skip
+params = {"class_attribute": "rhythm", "continuous": {"age": 4},
+          "sampling_rate": 100, "longer_signals": "average",
+          "random_state": 0}  # fmt: skip
 scratch = CROCSClusterer(**params).fit(X_train, y_train, groups=g_train)
-tuned = CROCSClusterer(**params, pretrained="ptbxl").fit(X_train, y_train, groups=g_train)
+tuned = CROCSClusterer(**params, pretrained="ptbxl").fit(
+    X_train, y_train, groups=g_train
+)
 
 # %%
 # Scored on the whole records of the held-out patients, age binned with
 # each model's own edges (those of the training patients):
-for name, fitted in (("from scratch", scratch), ("fine-tuned", tuned)):
+for name, fitted in {"from scratch": scratch, "fine-tuned": tuned}.items():
     y_test = y.iloc[test].reset_index(drop=True)
     edges = fitted.bin_edges_["age"]
     labels = np.asarray(fitted.categories_[2], dtype=object)
-    y_test["age"] = labels[np.searchsorted(edges[1:-1], y_test["age"], side="right")]
+    bins = np.searchsorted(edges[1:-1], y_test["age"], side="right")
+    y_test["age"] = labels[bins]
     predicted = fitted.predict(records[test])
     accuracy = attribute_accuracy_score(y_test, predicted)
     ami = attribute_ami_score(y_test, predicted)
-    print(f"{name:13s} accuracy " + ", ".join(f"{k} {v:.2f}" for k, v in accuracy.items())
-          + f"; rhythm AMI {ami['rhythm']:.2f}")  # fmt: skip
+    scores = ", ".join(f"{k} {v:.2f}" for k, v in accuracy.items())
+    print(f"{name:13s} accuracy {scores}; rhythm AMI {ami['rhythm']:.2f}")
 
 # %%
 # One split of 102 records is noisy: the transfer benchmark

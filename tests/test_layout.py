@@ -285,3 +285,22 @@ def test_at_most_15_modules_sit_at_the_package_root():
     root = sorted(path.name for path in PACKAGE.glob("*.py"))
     assert "__init__.py" in root and "__main__.py" in root
     assert len(root) <= MAX_ROOT_MODULES, root
+
+
+# A code block of the gallery wider than about 86 characters overflows the
+# documentation's 720-px column (scripts/check_docs.py finds it only after the
+# gallery has run, in CI).
+MAX_EXAMPLE_LINE = 85
+
+
+def test_gallery_lines_fit_the_documentation_column():
+    examples = sorted((PACKAGE.parent / "examples").glob("plot_*.py"))
+    if not examples:
+        return  # an installed package without its examples
+    wide = [
+        f"{path.name}:{number}"
+        for path in examples
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > MAX_EXAMPLE_LINE
+    ]
+    assert wide == []
