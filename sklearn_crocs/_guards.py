@@ -1,4 +1,5 @@
-"""Checks around a CROCSClusterer fit: the memory it will need, and whether training worked."""
+"""Checks around a CROCSClusterer: the memory a fit will need, whether training worked,
+and whether its embeddings are finite."""
 
 import math
 
@@ -180,3 +181,38 @@ def check_training(history, spread, X):
     else:
         return
     _warn(message, ConvergenceWarning)
+
+
+class NonFiniteEmbeddingError(ValueError):
+    """A model embedded some ECGs as NaN or infinity; ``rows`` are their positions."""
+
+    def __init__(self, rows, n_rows):
+        self.rows, self.n_rows = np.asarray(rows), n_rows
+        shown = ", ".join(map(str, self.rows[:10].tolist()))
+        more = f" and {len(self.rows) - 10} more" if len(self.rows) > 10 else ""
+        super().__init__(
+            f"The embeddings of row(s) {shown}{more} ({len(self.rows)} of {n_rows} ECGs) "
+            "are not finite (NaN or infinity): the model's weights overflow on these "
+            "inputs, so they have no nearest prototype. Look at these ECGs for spikes or "
+            "a wrong scale; if they are ordinary ECGs, the model is faulty: fit it again "
+            "or load a model file you trust."
+        )
+
+    def at(self, positions, n_rows):
+        """The same error for an input whose rows were ``positions`` of ``n_rows`` ECGs."""
+        return NonFiniteEmbeddingError(np.asarray(positions)[self.rows], n_rows)
+
+
+def check_finite_embeddings(embeddings, rows=None, n_rows=None):
+    """Raise :class:`NonFiniteEmbeddingError` unless every row of ``embeddings`` is finite.
+
+    ``rows``: the positions of the rows in the caller's input of ``n_rows``
+    ECGs (default: the rows themselves), named in the message. Used on every
+    embedding of unseen ECGs, whatever a model file holds: a NaN embedding
+    would otherwise be "nearest" to the first prototype.
+    """
+    embeddings = np.asarray(embeddings)
+    bad = ~np.isfinite(embeddings).all(axis=1)
+    if bad.any():
+        positions = np.flatnonzero(bad) if rows is None else np.asarray(rows)[bad]
+        raise NonFiniteEmbeddingError(positions, len(embeddings) if n_rows is None else n_rows)

@@ -32,6 +32,7 @@ from sklearn.utils.validation import (
 )
 
 from ._display import DocLinkMixin
+from ._guards import check_finite_embeddings
 from ._persistence._pretrainer import PretrainerFile
 from ._utils import _draw_seed
 from .nn._encoders import ENCODERS, CNNEncoder, encoder_class
@@ -371,7 +372,9 @@ class ContrastivePretrainer(
         with torch.inference_mode():
             for batch in torch.split(torch.from_numpy(np.ascontiguousarray(X)), 256):
                 parts.append(F.normalize(self.encoder_(batch.to(device)), dim=1).cpu())
-        return torch.cat(parts).numpy()
+        embeddings = torch.cat(parts).numpy()
+        check_finite_embeddings(embeddings)
+        return embeddings
 
     @property
     def _n_features_out(self):
@@ -399,6 +402,8 @@ class ContrastivePretrainer(
             any other file is refused.
         overwrite : bool, default=False
             Replace ``path`` even if it is not a model file of this package.
+            A symbolic link at ``path`` is refused either way: no file is
+            written through a link or in place of one.
 
         Returns
         -------

@@ -13,13 +13,20 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils import deprecated
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from tqdm import tqdm
 
 from ._ann import INDEX_PARAMS, FaissIndex
 from ._display import DocLinkMixin
+from ._engine._batches import embed_rows
 from ._persistence._retriever import load_retriever, save_retriever
 from ._search import half_squared_norms, top_k
-from ._utils import _atomic_path, _crocs_step, _length_groups, _python_value, _with_longer_signals
+from ._utils import (
+    _atomic_path,
+    _crocs_step,
+    _length_groups,
+    _n_rows,
+    _python_value,
+    _with_longer_signals,
+)
 
 __all__ = ["PrototypeRetriever"]
 
@@ -27,23 +34,6 @@ __all__ = ["PrototypeRetriever"]
 # (about 1e-7); within this spread the rows count as unit vectors, whose
 # products alone rank them by distance.
 _UNIT_NORM_SPREAD = 2.0**-20
-
-
-def _n_rows(X):
-    return X.shape[0] if hasattr(X, "shape") else len(X)
-
-
-def _rows(X, start, stop):
-    return X.iloc[start:stop] if hasattr(X, "iloc") else X[start:stop]
-
-
-def _transform(estimator, rows, rate):
-    """Float32 embeddings of ``rows``; of a list of records, one length at a time."""
-    groups = _length_groups(rows)
-    if groups is None:
-        return np.asarray(estimator.transform(rows, **rate), dtype=np.float32)
-    parts = [_transform(estimator, np.stack([rows[i] for i in g]), rate) for g in groups]
-    return np.concatenate(parts)[np.argsort(np.concatenate(groups))]  # back in order
 
 
 class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
@@ -114,7 +104,8 @@ class PrototypeRetriever(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         and FAISS indexes add block by block. Memory then does not grow with
         the database (a FAISS index holds its own vectors or codes). The
         file is written under a temporary name and renamed when complete,
-        so an interrupted fit leaves the previous file as it was. It
+        so an interrupted fit leaves the previous file as it was; a
+        symbolic link there is refused, never written through. It
         describes the indexed ECGs, which may be patient data: it is left
         in place for the caller to keep or delete. Not saved by
         :meth:`save`: set it again after :meth:`load`. ``None``: in memory.
@@ -364,6 +355,8 @@ default=None
             ``PrototypeRetriever.load(path).fit(X_database)``.
         overwrite : bool, default=False
             Replace ``path`` even if it is not a model file of this package.
+            A symbolic link at ``path`` is refused either way: no file is
+            written through a link or in place of one.
 
         Returns
         -------
@@ -492,35 +485,15 @@ default=None
         # Passed only when given: a Pipeline's transform takes no parameters by default.
         rate = {} if sampling_rate is None else {"sampling_rate": sampling_rate}
         estimator = _with_longer_signals(self.estimator_, self.longer_signals)
+        batches = {"batch_size": self.batch_size, "verbose": self.verbose}
         if path is None:
-            return self._embed_rows(estimator, X, n_samples, None, rate)
+            return embed_rows(estimator, X, n_samples, rate, **batches)
         # Written under a temporary name: the previous file survives an interrupted fit.
-        with _atomic_path(path) as tmp:
-            embeddings = self._embed_rows(estimator, X, n_samples, tmp, rate)
+        with _atomic_path(path, replace=True) as tmp:  # each fit rewrites it
+            embeddings = embed_rows(estimator, X, n_samples, rate, path=tmp, **batches)
             embeddings.flush()
             del embeddings  # closed before the rename (required on Windows)
         return np.load(path, mmap_mode="r")
-
-    def _embed_rows(self, estimator, X, n_samples, path, rate):
-        """Embeddings by ``estimator`` of the ``n_samples`` rows of X, in memory or in ``path``."""
-        embeddings = None
-        with tqdm(total=n_samples, desc="Embedding", unit="ECG", disable=not self.verbose) as bar:
-            for start in range(0, n_samples, self.batch_size):
-                stop = min(start + self.batch_size, n_samples)
-                rows = _rows(X, start, stop)
-                out = _transform(estimator, rows, rate)
-                if embeddings is None:
-                    shape = (n_samples, out.shape[1])
-                    embeddings = (
-                        np.empty(shape, dtype=np.float32)
-                        if path is None
-                        else np.lib.format.open_memmap(
-                            path, mode="w+", dtype=np.float32, shape=shape
-                        )
-                    )
-                embeddings[start:stop] = out
-                bar.update(stop - start)
-        return embeddings
 
     def _attribute_queries(self, attributes):
         """Attribute queries as a DataFrame with a column per attribute (NaN: any value)."""

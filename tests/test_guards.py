@@ -182,3 +182,119 @@ def test_unusable_device_is_a_clear_error(ecgs, monkeypatch, device, match):
     X, y = ecgs
     with pytest.raises(ValueError, match=match + r".*Pass device='cpu'"):
         CROCSClusterer(**FAST, device=device).fit(X, y)
+
+
+# -------------------------------------------------- non-finite embeddings
+def _overflowing(model):
+    """``model`` with its first convolution scaled so that a sharp spike overflows float32."""
+    for net in model.nets_:
+        conv = next(m for m in net.module_.modules() if isinstance(m, torch.nn.Conv1d))
+        with torch.no_grad():
+            conv.weight.mul_(1e34)
+    return model
+
+
+@pytest.fixture(scope="module")
+def spiky():
+    """A model that embeds ordinary ECGs finitely and rows 1 and 3 (one spike each) as NaN."""
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(40, 400).astype(np.float32), np.repeat(["A", "B"], 20)
+    model = _overflowing(CROCSClusterer(**FAST).fit(X, y))
+    X_new = rng.randn(6, 400).astype(np.float32)
+    X_new[[1, 3], 200] = 1e5
+    return model, X, X_new
+
+
+ROWS_1_3 = r"row\(s\) 1, 3 \(2 of 6 ECGs\) are not finite"
+
+
+@pytest.mark.bad_input("Predict", "a model whose weights overflow on a spike", "ValueError")
+@pytest.mark.parametrize("method", ["transform", "predict", "predict_proba"])
+def test_non_finite_embeddings_are_an_error_naming_the_rows(spiky, method):
+    model, _, X_new = spiky
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the spike's scale warning
+        assert np.isfinite(model.transform(X_new[[0, 2, 4, 5]])).all()
+        with pytest.raises(ValueError, match=ROWS_1_3):
+            getattr(model, method)(X_new)
+
+
+def test_non_finite_embeddings_in_retrieval_name_the_database_rows(spiky):
+    from sklearn_crocs import PrototypeRetriever
+
+    model, X, X_new = spiky
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        # Rows 41 and 43 of the database, embedded 4 at a time.
+        with pytest.raises(ValueError, match=r"row\(s\) 41, 43 \(2 of 46 ECGs\)"):
+            PrototypeRetriever(model, batch_size=4).fit(np.concatenate([X, X_new]))
+        retriever = PrototypeRetriever(
+            model, n_neighbors=2, batch_size=4, longer_signals="average"
+        ).fit(X)
+        with pytest.raises(ValueError, match=ROWS_1_3):
+            retriever.kneighbors(X_new)
+        # Records of two lengths: the rows are still those of the caller's list.
+        records = [X_new[i] if i % 2 else np.tile(X_new[i], 2) for i in range(6)]
+        with pytest.raises(ValueError, match=ROWS_1_3):
+            retriever.kneighbors(records)
+
+
+def test_check_finite_embeddings_maps_rows():
+    embeddings = np.ones((5, 3), dtype=np.float32)
+    guards.check_finite_embeddings(embeddings)
+    embeddings[[0, 4], 1] = [np.nan, np.inf]
+    with pytest.raises(guards.NonFiniteEmbeddingError, match=r"row\(s\) 0, 4 \(2 of 5"):
+        guards.check_finite_embeddings(embeddings)
+    with pytest.raises(ValueError, match=r"row\(s\) 10, 14 \(2 of 20") as caught:
+        guards.check_finite_embeddings(embeddings, rows=np.arange(10, 15), n_rows=20)
+    assert caught.value.at(np.arange(100, 120), 200).rows.tolist() == [110, 114]
+
+
+@pytest.mark.bad_input("CLI predict", "a model whose weights overflow on a spike", "exit 1")
+def test_cli_names_the_records_whose_embeddings_are_not_finite(tmp_path, monkeypatch):
+    import contextlib
+    import io
+
+    from sklearn_crocs.cli import main
+
+    def run(*argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main([str(arg) for arg in argv])
+        return status, out.getvalue(), err.getvalue()
+
+    rng = np.random.RandomState(0)
+    names = np.array([f"r{i}" for i in range(12)])
+    np.savez(tmp_path / "train.npz", X=rng.randn(12, 1, 1000), record_ids=names)
+    pd.DataFrame({"record": names, "rhythm": ["A", "B"] * 6}).to_csv(
+        tmp_path / "labels.csv", index=False
+    )
+    status, _, err = run(
+        "fit", tmp_path / "train.npz", "--sampling-rate", 100, "--labels", tmp_path / "labels.csv",
+        "--attributes", "rhythm", "--model", tmp_path / "model", "--working-rate", 100,
+        "--encoder", "cnn", "--embedding-dim", 8, "--max-epochs", 1, "--quiet",
+    )  # fmt: skip
+    assert status == 0, err
+    new = rng.randn(4, 1, 1000)
+    new[2, 0, 500] = 1e5
+    np.savez(tmp_path / "new.npz", X=new, record_ids=np.array(["n0", "n1", "spiky", "n3"]))
+    # The CLI normalises each record, which tames the spike: the loaded model's
+    # net outputs NaN instead for any frame that still holds one.
+    def nan_on_spikes(module, inputs, output):
+        spiky = inputs[0].abs().amax(dim=(1, 2)) > 20
+        return torch.where(spiky[:, None], torch.nan, output)
+
+    def load(cls, *args, **kwargs):
+        model = original(*args, **kwargs)
+        model.nets_[0].module_.register_forward_hook(nan_on_spikes)
+        return model
+
+    original = CROCSClusterer.load
+    monkeypatch.setattr(CROCSClusterer, "load", classmethod(load))
+    status, _, err = run(
+        "predict", tmp_path / "new.npz", "--sampling-rate", 100, "--model", tmp_path / "model",
+        "--out", tmp_path / "p.csv",
+    )  # fmt: skip
+    assert status == 1
+    assert "record(s) spiky as NaN or infinity (not finite)" in err
+    assert not (tmp_path / "p.csv").exists()

@@ -337,3 +337,17 @@ def test_a_model_fitted_from_a_pretrainer_saves_without_it(pretrainer, tmp_path)
     loaded = CROCSClusterer.load(tmp_path / "m.safetensors")
     np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
     assert loaded.pretrained is None and loaded.pretrainer_ is None
+
+
+def test_non_finite_embeddings_are_an_error_naming_the_rows():
+    X = _signals(n=8)
+    pretrainer = ContrastivePretrainer(
+        encoder_params=SMALL, embedding_dim=4, method="augment", max_epochs=1, random_state=0
+    ).fit(X)
+    conv = next(m for m in pretrainer.encoder_.modules() if isinstance(m, torch.nn.Conv1d))
+    with torch.no_grad():
+        conv.weight.mul_(1e34)  # a faulty model: a spike overflows its first layer
+    Z = X[:3].copy()
+    Z[1, :, 10] = 1e5
+    with pytest.raises(ValueError, match=r"row\(s\) 1 \(1 of 3 ECGs\) are not finite"):
+        pretrainer.transform(Z)

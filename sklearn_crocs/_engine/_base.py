@@ -29,9 +29,14 @@ from tqdm import tqdm
 
 from .._attributes import AttributeCodec
 from .._display import DocLinkMixin
-from .._guards import activation_size, check_fit_memory, check_training
+from .._guards import (
+    activation_size,
+    check_finite_embeddings,
+    check_fit_memory,
+    check_training,
+)
 from .._persistence._estimator import EstimatorFile
-from .._utils import _draw_seed, _length_groups, _nearest, _silent, _warn
+from .._utils import _draw_seed, _length_groups, _n_rows, _nearest, _silent, _warn
 from ..nn import ArrayDataset
 from ..nn._callbacks import early_stopping_callbacks
 from ..nn._data import is_lazy_array
@@ -492,14 +497,22 @@ class BasePrototypeClusterer(
         ``assume_finite`` is set, or ``check_finite`` is False), not in a
         separate pass over the input. Signals are first brought to the
         model's rate (see :class:`SignalRates`) and checked unless
-        ``prepared`` (fit's own X, checked there).
+        ``prepared`` (fit's own X, checked there); their embeddings must be
+        finite (see :func:`~sklearn_crocs._guards.check_finite_embeddings`),
+        whereas fit's own warn through its training checks.
         """
         check = not get_config()["assume_finite"] if check_finite is None else check_finite
         rates = self._signal_rates()
         rate = rates.sampling_rate if sampling_rate is None else sampling_rate
         first = [True]
 
-        def embed(part):
+        def embed(part, rows):
+            out = embed_part(part)
+            if not prepared:
+                check_finite_embeddings(out, rows, n_rows=_n_rows(X))
+            return out
+
+        def embed_part(part):
             if prepared:
                 part = np.ascontiguousarray(part, dtype=np.float32)
                 return self._embed(part.reshape(len(part), *self.input_shape_), check_finite=check)
@@ -520,7 +533,7 @@ class BasePrototypeClusterer(
         if groups is not None:  # records of different lengths: one array per length
             out = None
             for rows in groups:
-                part = embed(np.stack([np.asarray(X[i]) for i in rows]))
+                part = embed(np.stack([np.asarray(X[i]) for i in rows]), rows)
                 if out is None:
                     out = np.empty((len(X), part.shape[1]), dtype=np.float32)
                 out[rows] = part
@@ -529,7 +542,7 @@ class BasePrototypeClusterer(
         # fit's own X (prepared) is an ndarray or a lazy array already.
         arraylike = prepared or isinstance(X, np.ndarray) or is_lazy_array(X)
         if not (arraylike and len(X.shape) in (2, 3) and X.shape[0] > 0):
-            yield 0, embed(X)
+            yield 0, embed(X, None)
             return
         rows = max(1, _CHUNK_BYTES // (4 * math.prod(X.shape[1:])))
         batch = self.net_.inference_batch_size()
@@ -540,7 +553,7 @@ class BasePrototypeClusterer(
         with tqdm(total=n, desc="Embedding", unit="ECG", disable=quiet) as bar:
             for start in range(0, n, rows):
                 stop = min(start + rows, n)
-                yield start, embed(X[start:stop])
+                yield start, embed(X[start:stop], np.arange(start, stop))
                 bar.update(stop - start)
 
     def _embed_input(self, X, sampling_rate=None, *, prepared=False):
