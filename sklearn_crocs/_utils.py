@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import socket
+import stat
 import sys
 import uuid
 import warnings
@@ -70,6 +71,11 @@ def _with_longer_signals(estimator, longer_signals):
     view = copy.copy(estimator)
     view.longer_signals = longer_signals
     return view
+
+
+def _n_rows(X):
+    """Number of ECGs in X: an array's first dimension, else its length (a list of records)."""
+    return X.shape[0] if hasattr(X, "shape") else len(X)
 
 
 def _length_groups(X):
@@ -162,25 +168,84 @@ def _remove_stale_temporaries(path):
                 os.unlink(entry.path)
 
 
-@contextlib.contextmanager
-def _atomic_path(path):
-    """Yield a temporary path next to ``path``; move it into place on success.
+# ------------------------------------------------------------- writing files
+# Every file the package writes (tables, figures, JSON, model files, caches)
+# is written by _atomic_path and put in place by _move_into_place.
 
-    The temporary file lives in the same folder so that the final
-    :func:`os.replace` is atomic. On error the temporary file is removed and
-    ``path`` is left as it was. Its name holds the writer's machine and
-    process id, so that temporaries left by a killed writer are recognised as
-    stale and removed by the next write to ``path``.
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # where the platform has it
+
+
+def _check_target(path, replace):
+    """Raise FileExistsError unless ``path`` may be written under ``replace`` (see
+    :func:`_atomic_path`); ``lstat``, so that a link, even dangling, counts as there."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if replace == "cache":
+        return
+    if stat.S_ISLNK(mode):
+        raise FileExistsError(
+            f"{path} is a symbolic link; sklearn-crocs writes no file through a link nor in "
+            "place of one. Remove the link or choose another path."
+        )
+    if not stat.S_ISREG(mode):
+        raise FileExistsError(f"{path} exists and is not a regular file; choose another path.")
+    if not replace:
+        raise FileExistsError(
+            f"{path} exists; sklearn-crocs replaces a file only when told to. Choose another "
+            "path, or remove the file first."
+        )
+
+
+def _move_into_place(tmp, path, replace):
+    """Rename the finished temporary ``tmp`` to ``path`` if ``replace`` allows (see
+    :func:`_atomic_path`); the rename replaces a link itself, never its target."""
+    _check_target(path, replace)  # again: something may have appeared while writing
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _atomic_path(path, *, replace=False):
+    """Yield a new temporary file next to ``path``; move it into place on success.
+
+    The one way the package writes a file. The temporary file lives in the
+    same folder so that the final :func:`os.replace` is atomic; it is created
+    here, new (``O_EXCL``, not through a link planted at its name), and the
+    caller writes into it by name (with an explicit format where the writer
+    reads one from the suffix: the name ends in ``.tmp``). On error it is
+    removed and ``path`` is left as it was. Its name holds the writer's
+    machine and process id, so that temporaries left by a killed writer are
+    recognised as stale and removed by the next write to ``path``.
+
+    What may already be at ``path`` is checked before the caller writes and
+    again before the rename:
+
+    - ``replace=False``: nothing. A file that the package was not told to
+      replace is the user's, and is kept.
+    - ``replace=True``: a regular file, which is replaced. The caller was told
+      to (``--force``, ``overwrite=True``) or the file is its own by rule
+      (a model file of the package, the job's figure, ``embeddings_path``).
+    - ``replace="cache"``: anything, replaced itself: for the package's caches
+      and downloads in its own folders, where a link or a damaged entry in
+      place of a cache file is rebuilt over.
+
+    Except with ``"cache"``, a symbolic link at ``path`` (dangling or not) or
+    any other non-regular file is refused, whatever ``replace`` says: no file
+    is ever written through a link. The refusals are :class:`FileExistsError`
+    naming ``path``.
     """
     path = Path(path)
+    _check_target(path, replace)  # before the work, which may be long
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
     # A unique name (not mkstemp, whose 0600 mode would survive the rename):
-    # the caller creates the file, so it gets the usual umask-based mode.
+    # created with the usual umask-based mode.
     tmp = path.with_name(f".{path.name}.{_HOST}-{os.getpid()}-{uuid.uuid4().hex}.tmp")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o666))
     try:
         yield tmp
-        os.replace(tmp, path)
+        _move_into_place(tmp, path, replace)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -245,3 +310,71 @@ def _file_sha256(path):
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# ------------------------------------------------------------ reading files
+# Every file the package reads by path goes through these: a device (a link to
+# /dev/zero) or a FIFO has no size that bounds what reading it returns, or
+# blocks forever, and a regular file far larger than its kind ever is would be
+# read whole into memory.
+
+# Labels, class maps, settings: text tables of one row per record or code.
+_MAX_TABLE_BYTES = 64 << 20
+# Model files: a retriever's database embeddings dominate, and 30 million ECGs
+# of 128 float32 dimensions fit; an estimator's nets are far smaller.
+_MAX_MODEL_BYTES = 16 << 30
+
+
+def _refuse_irregular(st, path, limit, what):
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(
+            f"{what} {path} is not a regular file (a FIFO, device, socket or folder, or a "
+            "link to one), which could block or never end; give a regular file."
+        )
+    if st.st_size > limit:
+        raise ValueError(
+            f"{what} {path} has {st.st_size} bytes, more than the {limit} bytes a {what} "
+            "may have: it is not one, or is damaged."
+        )
+
+
+def _regular_size(path, *, limit, what):
+    """Size of ``path``, refused (ValueError) unless a regular file of at most ``limit`` bytes.
+
+    For files that another library opens by path; links are followed, and
+    stat opens nothing, so a FIFO does not block. OSError (a missing file)
+    passes through.
+    """
+    st = os.stat(path)
+    _refuse_irregular(st, path, limit, what)
+    return st.st_size
+
+
+def _open_regular(path, *, limit, what):
+    """``path`` opened for reading in binary, refused as :func:`_regular_size` refuses.
+
+    Opened without blocking (a FIFO would wait for a writer) and checked on
+    the open descriptor, so that the file checked is the file read.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        _refuse_irregular(os.fstat(fd), path, limit, what)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_regular(path, *, limit, what):
+    """The bytes of ``path``, refused as :func:`_regular_size` refuses.
+
+    At most ``limit + 1`` bytes are read: a file that grows while it is read
+    is refused too.
+    """
+    with _open_regular(path, limit=limit, what=what) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{what} {path} grew beyond {limit} bytes while it was read.")
+    return data
