@@ -126,6 +126,24 @@ def test_predict_one_row_per_record(cinc, tmp_path):
     assert not any(code in out + err for code in DX_CODES)
 
 
+@pytest.mark.bad_input("Command line", "settings.json with its age groups permuted", "CommandError")
+def test_permuted_age_groups_beside_the_model_are_refused(cinc, tmp_path):
+    import shutil
+
+    folder, model, _ = cinc
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy)
+    settings = json.loads((copy / "settings.json").read_text())
+    labels = settings["age_groups"]["age"]["labels"]
+    settings["age_groups"]["age"]["labels"] = labels[::-1]  # would label the young as old
+    (copy / "settings.json").write_text(json.dumps(settings))
+    for command in (["predict", "--out", tmp_path / "p.csv"], ["score", "--out-dir", tmp_path]):
+        status, _, err = run(command[0], folder, "--model", copy, *command[1:], "--quiet")
+        assert status == 1
+        assert "age_groups of 'age' labelled" in error_line(err)
+    assert not (tmp_path / "p.csv").exists()
+
+
 def test_predict_without_repair_skips_georgia_records(cinc, tmp_path):
     folder, model, _ = cinc
     out_csv = tmp_path / "p.csv"

@@ -8,6 +8,7 @@ at use: a model that loads predicts, and a wrong prediction is not an error.
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import make_synthetic_ecgs
@@ -218,6 +219,21 @@ SETTINGS_CASES = {
     ),
     "class-map-as-a-path": ({"class_map": "/etc/passwd"}, "class_map that is not"),
     "class-map-empty-class": ({"class_map": {"164889003": ""}}, "empty codes or classes"),
+    # Issue 57, point 9: what names and bins the predictions is the model's.
+    "attributes-renamed": ({"attributes": ["gender"]}, "attributes ['gender'], not the model's"),
+    "class-attribute": ({"class_attribute": "age"}, "class_attribute 'age', not the model's"),
+    "age-groups-of-no-attribute": (
+        {"age_groups": {"age": {"labels": ["a", "b"], "edges": [50]}}},
+        "age_groups that are not a table of the model's attributes",
+    ),
+    "age-groups-permuted": (
+        {"age_groups": {"sex": {"labels": ["M", "F"], "edges": [50]}}},
+        "not the model's ['F', 'M'] in age order",
+    ),
+    "age-groups-edges-decreasing": (
+        {"age_groups": {"sex": {"labels": ["F", "M", "X"], "edges": [60, 50]}}},
+        "not increasing edges",
+    ),
 }
 
 
@@ -433,3 +449,37 @@ def test_crafted_shapes_cost_at_most_200_mb_above_a_genuine_load(resnet, tmp_pat
     print("peak memory above a genuine load (KiB):", outcomes)
     assert [o for o, _ in outcomes] == ["loaded", "refused", "refused"], result.stdout
     assert max(int(peak) for _, peak in outcomes) < 200 * 1024, result.stdout  # KiB
+
+
+@pytest.mark.bad_input(
+    "Command line", "an attribute named like another column of predict's CSV", "CommandError"
+)
+@pytest.mark.parametrize("names", [["record"], ["sex", "sex_proba"]])
+def test_attribute_names_that_clash_with_output_columns_are_refused(cli_model, tmp_path, names):
+    import shutil
+
+    # At fit, before reading anything.
+    argv = ["fit", cli_model / "two.npz", "--sampling-rate", 500, "--labels"]
+    argv += [cli_model / "labels.csv", "--attributes", ",".join(names)]
+    status, _, err = run(*argv, "--model", tmp_path / "new", "--quiet")
+    assert status == 1
+    assert "predict writes a column 'record'" in error_line(err)
+    # On load: a model file (and its settings) whose attributes clash.
+    y = pd.DataFrame({name: np.tile(["A", "B"], 10) for name in names})
+    rng = np.random.RandomState(0)
+    model = CROCSClusterer(
+        encoder="cnn", embedding_dim=8, max_epochs=1, validation_fraction=None,
+        sampling_rate=100, random_state=0,
+    ).fit(rng.randn(20, 2, 500).astype(np.float32), y)  # fmt: skip
+    model_dir = tmp_path / "model"
+    shutil.copytree(cli_model / "model", model_dir)
+    model.save(model_dir / "model.safetensors", overwrite=True)
+    settings = json.loads((model_dir / "settings.json").read_text())
+    settings.update(attributes=names, class_attribute=names[0])
+    (model_dir / "settings.json").write_text(json.dumps(settings))
+    argv = ["predict", cli_model / "two.npz", "--sampling-rate", 500, "--model", model_dir]
+    status, _, err = run(*argv, "--out", tmp_path / "out.csv", "--quiet")
+    assert status == 1
+    line = error_line(err)
+    assert f"--model {model_dir} has the attribute(s) {names[-1]}" in line, line
+    assert not (tmp_path / "out.csv").exists()

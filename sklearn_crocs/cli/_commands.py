@@ -8,6 +8,7 @@ search prepare new records exactly as fit did, whatever their rate.
 """
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pandas as pd
 
 from .. import __version__
 from .._clusterer import CROCSClusterer
+from .._guards import NonFiniteEmbeddingError
 from .._persistence._pretrained import read_pretrained
 from .._retrieval import PrototypeRetriever
 from .._utils import _atomic_path
@@ -52,8 +54,8 @@ def _age_groups(y, age_groups):
 # ----------------------------------------------------------------- commands
 
 
-def _check_output(path, force, *, folder=False):
-    """Refuse to replace an existing output unless ``--force``."""
+def _check_output(path, force, *, folder=False, option="--out"):
+    """Refuse to replace an existing output unless ``--force``, and a link even then."""
     path = Path(path)
     if folder:
         if path.exists() and not path.is_dir():
@@ -62,13 +64,35 @@ def _check_output(path, force, *, folder=False):
             raise CommandError(
                 f"--model {path} exists and is not empty; pass --force to overwrite it."
             )
+    elif path.is_symlink():  # dangling or not: a file written there would land elsewhere
+        raise CommandError(
+            f"{option} {path} is a symbolic link; sklearn-crocs writes no file through a "
+            "link nor in place of one. Remove the link or choose another path."
+        )
     elif path.exists() and not force:
-        raise CommandError(f"--out {path} exists; pass --force to overwrite it.")
+        raise CommandError(f"{option} {path} exists; pass --force to overwrite it.")
     return path
 
 
-def _write_csv(frame, path):
-    with _atomic_path(path) as tmp:
+@contextlib.contextmanager
+def _finite(records, frames=None):
+    """A non-finite embedding of frames (``frames``: their positions) as an error naming records."""
+    try:
+        yield
+    except NonFiniteEmbeddingError as exc:
+        rows = exc.rows if frames is None else np.asarray(frames)[exc.rows]
+        found = [records.names[r] for r in np.unique(records.frame_record[rows])]
+        more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+        raise CommandError(
+            f"The model embeds record(s) {', '.join(found[:10])}{more} as NaN or infinity "
+            "(not finite): its weights overflow on them, so they have no prediction. Look at "
+            "these records for spikes or a wrong scale; if they are ordinary ECGs, the model "
+            "is faulty: fit it again or use a model you trust."
+        ) from None
+
+
+def _write_csv(frame, path, force):
+    with _atomic_path(path, replace=force) as tmp:
         frame.to_csv(tmp, index=False)
 
 
@@ -116,6 +140,7 @@ def fit(args):
     model_dir = _check_output(args.model, args.force, folder=True)
     if args.labels is None and args.record_column is not None:
         raise CommandError("--record-column needs --labels.")
+    _check_output_names(args.attributes, "--attributes")
     class_attribute = args.class_attribute or args.attributes[0]
     if class_attribute not in args.attributes:
         raise CommandError(
@@ -228,8 +253,8 @@ def fit(args):
         }
     )
     model_dir.mkdir(parents=True, exist_ok=True)
-    model.save(model_dir / MODEL_FILE)
-    with _atomic_path(model_dir / SETTINGS_FILE) as tmp:
+    model.save(model_dir / MODEL_FILE, overwrite=args.force)
+    with _atomic_path(model_dir / SETTINGS_FILE, replace=args.force) as tmp:
         tmp.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
     described = "; ".join(
         f"{name}: {', '.join(map(str, cats))}" if len(cats) <= 10 else f"{name}: {len(cats)} values"
@@ -320,8 +345,14 @@ def _load_model(args):
             f"--model {model_dir} is not a model folder written by 'sklearn-crocs fit' "
             f"(it needs {MODEL_FILE} and {SETTINGS_FILE})."
         )
+    from .._utils import _MAX_TABLE_BYTES, _read_regular
+
+    try:  # a regular file of bounded size: is_file above follows a link that may change
+        data = _read_regular(settings_path, limit=_MAX_TABLE_BYTES, what="settings file")
+    except (OSError, ValueError) as exc:
+        raise CommandError(str(exc)) from exc
     try:
-        settings = json.loads(settings_path.read_text(encoding="utf-8"))
+        settings = json.loads(data.decode("utf-8"))
     except ValueError as exc:
         raise CommandError(f"{settings_path} is not valid JSON ({exc}).") from exc
     if not isinstance(settings, dict) or settings.get("format") != SETTINGS_FORMAT:
@@ -331,6 +362,7 @@ def _load_model(args):
         )
     model = CROCSClusterer.load(model_dir / MODEL_FILE, device=args.device)
     model.set_params(verbose=0)
+    _check_output_names(model.attribute_names_, f"--model {model_dir}")
     try:
         _check_settings(settings, model)
     except (KeyError, TypeError, ValueError) as exc:
@@ -340,6 +372,19 @@ def _load_model(args):
             "model again, or restore the settings.json written with it."
         ) from exc
     return model, settings
+
+
+def _check_output_names(names, where):
+    """Refuse attribute names that would overwrite another column of predict's CSV."""
+    taken = {"record"} | {f"{name}_proba" for name in names}
+    clashes = [name for name in names if name in taken]
+    if clashes:
+        raise CommandError(
+            f"{where} has the attribute(s) {', '.join(clashes)}, but predict writes a column "
+            "'record' (the record names) and '<attribute>_proba' for each attribute: the "
+            "columns would overwrite each other. Rename the attribute (its column in the "
+            "labels file) and fit again."
+        )
 
 
 def _check_settings(settings, model):
@@ -380,6 +425,15 @@ def _check_settings(settings, model):
         SignalConditioner(
             notch=conditioning["notch"], normalize=conditioning["normalize"]
         )._validate_params()
+    names = list(model.attribute_names_)
+    if settings["attributes"] != names:
+        raise ValueError(f"attributes {str(settings['attributes'])[:80]}, not the model's {names}")
+    if settings["class_attribute"] != names[model.class_index_]:
+        raise ValueError(
+            f"class_attribute {str(settings['class_attribute'])[:40]!r}, not the model's "
+            f"{names[model.class_index_]!r}"
+        )
+    _check_age_groups(settings["age_groups"], model)
     class_map = settings.get("class_map")  # written as a table, never a name or path
     if class_map is not None and (not isinstance(class_map, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in class_map.items()
@@ -387,6 +441,30 @@ def _check_settings(settings, model):
         raise ValueError("class_map that is not a {code: class} table of strings")
     if class_map is not None:
         read_class_map(class_map)  # non-empty codes and classes
+
+
+def _check_age_groups(age_groups, model):
+    """Raise unless ``age_groups`` bin ages into the model's age groups, in their order."""
+    names = list(model.attribute_names_)
+    if not isinstance(age_groups, dict) or not set(age_groups) <= set(names):
+        raise ValueError("age_groups that are not a table of the model's attributes")
+    for name, groups in age_groups.items():
+        if not isinstance(groups, dict) or set(groups) != {"labels", "edges"}:
+            raise ValueError(f"age_groups of {name!r} that are not {{labels, edges}}")
+        labels, edges = groups["labels"], groups["edges"]
+        if not (isinstance(labels, list) and isinstance(edges, list)) or not all(
+            isinstance(e, (int, float)) and not isinstance(e, bool) for e in edges
+        ):
+            raise ValueError(f"age_groups of {name!r} that are not lists of labels and numbers")
+        if len(labels) != len(edges) + 1 or not np.all(np.diff(edges) > 0):
+            raise ValueError(f"age_groups of {name!r}: not increasing edges between its labels")
+        # Fit's groups in age order: the model's categories are those it saw, in that order.
+        categories = [str(c) for c in model.categories_[names.index(name)]]
+        if [label for label in labels if label in categories] != categories:
+            raise ValueError(
+                f"age_groups of {name!r} labelled {str(labels)[:80]}, not the model's "
+                f"{categories} in age order"
+            )
 
 
 def _read_for_model(args, settings):
@@ -401,7 +479,11 @@ def predict(args):
     frames, frame_record = records.frames, records.frame_record
     starts = range(0, len(frames), _CHUNK)
     chunks = progress(starts, verbose=not args.quiet, desc="predict", unit="batch")
-    proba = np.concatenate([model.predict_proba(frames[i : i + _CHUNK]) for i in chunks])
+    parts = []
+    for i in chunks:
+        with _finite(records, range(i, len(frames))):
+            parts.append(model.predict_proba(frames[i : i + _CHUNK]))
+    proba = np.concatenate(parts)
     # Mean probability of each prototype over the frames of each record.
     n_records = len(records.names)
     mean = np.zeros((n_records, proba.shape[1]))
@@ -415,7 +497,7 @@ def predict(args):
         for j, name in enumerate(model.attribute_names_):
             same = model.prototype_attributes_[:, j][np.newaxis, :] == best[:, j][:, np.newaxis]
             table[f"{name}_proba"] = (mean * same).sum(axis=1).round(6)
-    _write_csv(table, out)
+    _write_csv(table, out, args.force)
     print(escape(f"Predicted the attributes of {n_records} records; written to {out}"))
     return 0
 
@@ -514,7 +596,7 @@ def search(args):
     records = _read_for_model(args, settings)
     frames, frame_record = records.frames, records.frame_record
     bar = progress(None, verbose=not args.quiet, desc="embed", total=len(frames), unit="frame")
-    with bar:
+    with bar, _finite(records):
         retriever = PrototypeRetriever(model, batch_size=_CHUNK).fit(_CountedRows(frames, bar))
     n_records = len(records.names)
     if args.k > n_records:
@@ -526,7 +608,8 @@ def search(args):
         labels, results = [], []
         for r, name in enumerate(examples.names):
             # Each frame of the example ECG searches; a record's distance is its nearest pair's.
-            d, i = retriever.kneighbors(examples.frames[examples.frame_record == r], n_frames)
+            with _finite(examples, np.flatnonzero(examples.frame_record == r)):
+                d, i = retriever.kneighbors(examples.frames[examples.frame_record == r], n_frames)
             labels.append(f"example={name}")
             results.append((d.ravel(), i.ravel()))
     else:
@@ -549,7 +632,7 @@ def search(args):
             hits.append((label, rank, records.names[record], distance))
     table = pd.DataFrame(hits, columns=["query", "rank", "record", "distance"])
     table["distance"] = table["distance"].round(6)
-    _write_csv(table, out)
+    _write_csv(table, out, args.force)
     print(
         escape(
             f"Wrote the {min(args.k, n_records)} nearest records for {len(labels)} "
@@ -566,8 +649,8 @@ def score(args):
                                      "retrieval.png")]  # fmt: skip
     if out_dir.exists() and not out_dir.is_dir():
         raise CommandError(f"--out-dir {out_dir} is a file, not a folder.")
-    if any(path.exists() for path in written) and not args.force:
-        raise CommandError(f"--out-dir {out_dir} holds earlier results; pass --force to overwrite.")
+    for path in written:
+        _check_output(path, args.force, option="--out-dir:")
     model, settings = _load_model(args)
     records, source = read_records(
         args, settings, leads=settings["lead_names"], model_leads=settings["lead_names"]
@@ -598,10 +681,11 @@ def score(args):
     print(f"Scored on {len(rows)} frames of {int(known.sum())} records.")
     from ..metrics import evaluate_prototypes
 
-    result = evaluate_prototypes(model, X, y, k=args.k, file=sys.stdout)
+    with _finite(records, rows):
+        result = evaluate_prototypes(model, X, y, k=args.k, file=sys.stdout)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _write_csv(result.clustering.reset_index(), written[0])
-    _write_csv(result.retrieval.reset_index(), written[1])
+    _write_csv(result.clustering.reset_index(), written[0], args.force)
+    _write_csv(result.retrieval.reset_index(), written[1], args.force)
     try:
         import matplotlib
 
@@ -612,10 +696,13 @@ def score(args):
         return 0
     import matplotlib.pyplot as plt
 
-    display = PrototypeDisplay.from_estimator(model, X, y)
-    display.figure_.savefig(written[2], dpi=120, bbox_inches="tight")
-    display = RetrievalDisplay.from_estimator(model, X, y, n_neighbors=min(6, len(X)))
-    display.figure_.savefig(written[3], dpi=120, bbox_inches="tight")
+    displays = [
+        PrototypeDisplay.from_estimator(model, X, y),
+        RetrievalDisplay.from_estimator(model, X, y, n_neighbors=min(6, len(X))),
+    ]
+    for display, path in zip(displays, written[2:]):
+        with _atomic_path(path, replace=args.force) as tmp:  # its name ends in .tmp
+            display.figure_.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
     plt.close("all")
-    print(f"Tables and figures written to {out_dir}")
+    print(escape(f"Tables and figures written to {out_dir}"))
     return 0
