@@ -9,6 +9,8 @@ through joblib's dask backend unchanged (see the user guide's
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._guards import NonFiniteEmbeddingError
+
 __all__ = ["map_blocks"]
 
 _METHODS = ("transform", "predict_proba")
@@ -25,8 +27,12 @@ def _dask_array():
     return dask, da
 
 
-def _apply(block, estimator, method):
-    return getattr(estimator, method)(block)
+def _apply(block, estimator, method, n_rows, block_info=None):
+    try:
+        return getattr(estimator, method)(block)
+    except NonFiniteEmbeddingError as exc:  # named by their rows of the whole array
+        start = block_info[0]["array-location"][0][0]
+        raise exc.at(np.arange(start, start + len(block)), n_rows) from None
 
 
 def map_blocks(estimator, X, *, method="transform"):
@@ -94,6 +100,7 @@ def map_blocks(estimator, X, *, method="transform"):
         # A delayed estimator enters the graph once, not once per block.
         dask.delayed(estimator, pure=True),
         method,
+        X.shape[0],
         drop_axis=list(range(2, X.ndim)),
         chunks=(X.chunks[0], (width,)),
         dtype=np.float32,

@@ -113,3 +113,17 @@ def test_grid_search_through_joblib_dask_backend(client, one_torch_thread):
     with joblib.parallel_config(backend="dask"):
         search.set_params(n_jobs=-1).fit(X, y)
     np.testing.assert_allclose(search.cv_results_["mean_test_score"], expected, atol=1e-6)
+
+
+def test_non_finite_embeddings_name_rows_of_the_whole_array():
+    import torch
+
+    X, y = _data(n=20)
+    model = _model().fit(X, y)
+    conv = next(m for m in model.nets_[0].module_.modules() if isinstance(m, torch.nn.Conv1d))
+    with torch.no_grad():
+        conv.weight.mul_(1e34)  # a faulty model: a spike overflows its first layer
+    X = X.copy()
+    X[13, 0, 100] = 1e5
+    with pytest.raises(ValueError, match=r"row\(s\) 13 \(1 of 20 ECGs\) are not finite"):
+        map_blocks(model, da.from_array(X, chunks=8)).compute(scheduler="synchronous")
