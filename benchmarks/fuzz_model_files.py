@@ -6,11 +6,17 @@ Four kinds of file are written from small models fitted on real records
 ``CROCSClusterer``, a ``PrototypeRetriever``, a ``ContrastivePretrainer`` and
 the command line's ``settings.json``. Each variant changes one field of the
 document (or of the settings) or one tensor, as an attacker who edits a file
-can: the tensor manifest and the document's SHA-256 are recomputed. A variant
+can: the tensor manifest and the document's SHA-256 are recomputed. One variant
+in four of the tensors scales the weights of two or three consecutive layers on
+one unit, each value within the file's bound (1e18), so that ordinary frames may
+stay finite while one with a sharp spike overflows; the held-out frames include
+such a frame (one sample at 100 standard deviations). A variant
 is then
 
 - ``refused``: ``load`` raises ``InvalidModelFileError`` (the command line:
   exit status 1 with one error line);
+- ``refused at use``: loads, and using it on the frames raises a ``ValueError``
+  that says the embeddings are "not finite" (a clear refusal);
 - ``unclear``: refused with another exception type or a traceback;
 - ``loaded, good``: loads, and its outputs on held-out real frames are finite
   and consistent (probabilities in [0, 1] summing to 1, unit embeddings,
@@ -160,6 +166,39 @@ def mutate_tensor(rng, tensors):
     return tensors, f"tensor {name} {how}"
 
 
+def _natural(name):
+    return [int(part) if part.isdigit() else part for part in name.split(".")]
+
+
+def mutate_spike_chain(rng, tensors):
+    """Two or three consecutive layers scaled on one unit (its output row, then the next
+    layers' input columns), each value kept within the file's bound of 1e18."""
+    tensors = {k: v.clone() for k, v in tensors.items()}
+    weights = sorted((k for k, v in tensors.items() if k.endswith("weight") and v.ndim >= 2
+                      and "prototypes" not in k), key=_natural)  # fmt: skip
+    # Consecutive layers: the outputs of one are the inputs of the next.
+    starts = [i for i in range(len(weights) - 1)
+              if tensors[weights[i]].shape[0] == tensors[weights[i + 1]].shape[1]]  # fmt: skip
+    i = starts[rng.randint(len(starts))]
+    chain, unit = [weights[i]], rng.randint(tensors[weights[i]].shape[0])
+    while len(chain) < rng.choice([2, 3]) and i + 1 < len(weights):
+        if tensors[weights[i]].shape[0] != tensors[weights[i + 1]].shape[1]:
+            break
+        i += 1
+        chain.append(weights[i])
+    scales = []
+    for j, name in enumerate(chain):
+        w = tensors[name]
+        part = w[unit] if j == 0 else w[:, unit]
+        scale = min(10 ** rng.uniform(9, 18), 1e18 / max(float(part.abs().max()), 1e-30))
+        part.mul_(scale)
+        bias = tensors.get(name.removesuffix("weight") + "bias")
+        if j == 0 and bias is not None:
+            bias[unit] = max(min(float(bias[unit]) * scale, 1e18), -1e18)
+        scales.append(f"{scale:.0e}")
+    return tensors, f"unit {unit} of {', '.join(chain)} x {', '.join(scales)}"
+
+
 # ----------------------------------------------------------- use on real frames
 # The frames' rate, stated as a user who knows it does: a file whose parameters declare
 # another input rate (a configuration fit allows) then resamples them, and only a model
@@ -191,7 +230,7 @@ def check_retriever(retriever, X):
     distances, indices = retriever.query(n_neighbors=3)
     if not np.isfinite(distances).all():
         problems.append("query distances not finite")
-    _, indices = retriever.kneighbors(X[:8], n_neighbors=2, sampling_rate=RATE)
+    _, indices = retriever.kneighbors(X[-8:], n_neighbors=2, sampling_rate=RATE)
     if indices.min() < 0 or indices.max() >= retriever.n_samples_fit_:
         problems.append("neighbour indices out of range")
     return problems + check_clusterer(retriever.estimator_, X)
@@ -220,6 +259,10 @@ def classify(load, check, path, X):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             problems = check(model, X)
+    except ValueError as exc:
+        if "not finite" in str(exc):
+            return "refused at use", str(exc).splitlines()[0][-160:]
+        return "loaded, BAD", f"fails at use: ValueError: {str(exc)[:160]}"
     except Exception as exc:  # noqa: BLE001
         return "loaded, BAD", f"fails at use: {type(exc).__name__}: {str(exc)[:160]}"
     return ("loaded, BAD", "; ".join(problems)) if problems else ("loaded, good", "")
@@ -267,6 +310,9 @@ def main(argv=None):
     X = signals["X"][:160, :, :500].astype(np.float32)  # 5-s frames
     y = table[["label", "sex"]].iloc[:160].reset_index(drop=True)
     train, held_out = X[:128], X[128:]
+    spike = held_out[:1].copy()
+    spike[0, 1, 250] = 100.0  # one sharp spike on lead II of a real frame
+    held_out = np.concatenate([held_out, spike])
     model = CROCSClusterer(
         encoder="cnn", encoder_params=SMALL_CNN, embedding_dim=16, max_epochs=2,
         validation_fraction=None, sampling_rate=100, working_rate=100, random_state=0,
@@ -295,6 +341,9 @@ def main(argv=None):
                 if i % 2 == 0:
                     variant, what = mutate_document(rng, document)
                     variant_tensors = tensors
+                elif i % 4 == 3:
+                    variant = document
+                    variant_tensors, what = mutate_spike_chain(rng, tensors)
                 else:
                     variant, what = document, None
                     variant_tensors, what = mutate_tensor(rng, tensors)
@@ -334,12 +383,13 @@ def main(argv=None):
             counts["settings.json"][outcome] += 1
             examples[("settings.json", outcome)].append(f"{what}: {detail}")
 
-    order = ["refused", "unclear", "loaded, good", "loaded, BAD", "not writable"]
+    order = ["refused", "refused at use", "unclear", "loaded, good", "loaded, BAD",
+             "not writable"]  # fmt: skip
     print(f"{'kind':<14}" + "".join(f"{o:>15}" for o in order))
     for kind, counter in counts.items():
         print(f"{kind:<14}" + "".join(f"{counter[o]:>15}" for o in order))
     for (kind, outcome), items in sorted(examples.items()):
-        if outcome in ("unclear", "loaded, BAD", "loaded, good"):
+        if outcome in ("refused at use", "unclear", "loaded, BAD", "loaded, good"):
             print(f"\n{kind}, {outcome} (first 8 of {len(items)}):")
             for item in items[:8]:
                 print(f"  {item}")
