@@ -399,14 +399,14 @@ def _check_manifest_entry(path, name, expected, found):
 
 def read_model_file(path, kind, sha256=None):
     """``(document, tensors)`` of a model file, every tensor checked against the manifest."""
+    from .._utils import _MAX_MODEL_BYTES, _read_regular, _regular_size
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise FileNotFoundError(f"No model file at {path}.")
+    _regular_size(path, limit=_MAX_MODEL_BYTES, what="model file")  # no FIFO, device, folder
     if sha256 is not None:
-        # The bytes hashed are the bytes parsed: a file replaced after the hash
-        # (by another process, or an attacker racing the check) is never read.
-        with open(path, "rb") as fh:
-            data = fh.read()
+        # The bytes hashed are the bytes parsed, never a file replaced after the hash.
+        data = _read_regular(path, limit=_MAX_MODEL_BYTES, what="model file")
         digest = hashlib.sha256(data).hexdigest()
         if digest != sha256.lower():
             raise InvalidModelFileError(

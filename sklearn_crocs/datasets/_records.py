@@ -33,11 +33,15 @@ import numpy as np
 
 from .._utils import _atomic_path
 from ..preprocessing import resample_signals
-from ..preprocessing._signals import check_amplitude, check_rate
+from ..preprocessing._signals import check_amplitude, check_rate, check_resampling
 from ._base import InvalidRecordError, progress
 
 #: Bump when the meaning of cached arrays changes.
 CACHE_VERSION = 1
+
+# Largest record file read (a WFDB signal file, an EDF or CSV record), read
+# whole into memory: a day of 12 leads at 1 kHz in 16-bit samples is half of it.
+MAX_RECORD_BYTES = 4 << 30
 
 _SIGNAL_LENGTH_MODES = ("equal", "variable")
 
@@ -330,6 +334,8 @@ class _Conformer:
             )
         try:
             check_amplitude(signal, "the signal")
+            if self.target_fs is not None:  # before conditioning or resampling
+                check_resampling(signal.shape, rate, self.target_fs, "the record")
         except ValueError as exc:
             raise InvalidRecordError(f"{raw.source}: {exc}") from exc
         if self.condition is not None:
