@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ..preprocessing import check_signal_layout, resample_signals
-from ..preprocessing._signals import check_rate
+from ..preprocessing._signals import check_rate, check_resampling
 
 
 class SignalRates:
@@ -110,6 +110,8 @@ class SignalRates:
         conditioning = self.conditioning
         if rate == model_rate and conditioning is None:
             return X
+        if len(shape) >= 2:  # before X is converted, or read whole
+            check_resampling(shape, rate, model_rate)
         if lazy:
             raise ValueError(
                 f"X is read lazily, and bringing it from {rate:g} Hz to {model_rate:g} Hz"

@@ -17,6 +17,7 @@ from ._signals import (
     NORMALIZE_METHODS,
     check_amplitude,
     check_bandpass,
+    check_resampling,
     check_signal_layout,
     normalize_array,
     resample_signals,
@@ -181,6 +182,8 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
                 f"got {X.shape}."
             )
         check_signal_layout(X.shape, self.sampling_rate)
+        if self.target_rate is not None:  # before any filtering
+            check_resampling(X.shape, self.sampling_rate, self.target_rate)
         check_amplitude(X)
         return X
 

@@ -26,6 +26,15 @@ NORMALIZE_METHODS = ("zscore", "zscore-joint", "minmax")
 # few kHz. Far outside, a rate is a mistake (units, a damaged header) whose
 # arithmetic fails later with a message that names neither the rate nor the fix.
 MIN_RATE, MAX_RATE = 1.0, 100_000.0
+# Lowest rate resampled from: a QRS complex lasts about 0.1 s and holds
+# frequencies up to about 40 Hz, so below 50 Hz it spans a few samples and is
+# aliased, and resampling only interpolates what was never recorded. 50 Hz is
+# also the lowest rate ECG recorders use, and half the bundled model's 100 Hz.
+MIN_ECG_RATE = 50.0
+# Most samples a resampling may produce per sample in: 50 Hz up to 1 kHz.
+# Beyond, the rate is a mistake, and the output (in memory at once) is out of
+# proportion to the input: a 2-MB record declared at 2 Hz is 2 GB at 100 Hz.
+MAX_UPSAMPLING = 20
 # Largest absolute sample value, in any unit: an ECG stays within a few mV, a
 # few thousand uV or the counts of a 24-bit recorder (below 1e7). Beyond it a
 # gain or unit is wrong, and squares overflow float32 in scaling and filtering.
@@ -82,6 +91,35 @@ def check_rate(value, name="sampling_rate"):
             f"{_short(value)}."
         )
     return float(value)
+
+
+def check_resampling(shape, orig_fs, target_fs, name="X"):
+    """Raise ValueError unless signals of ``shape`` at ``orig_fs`` Hz may be resampled to
+    ``target_fs`` Hz: from at least ``MIN_ECG_RATE``, to at most ``MAX_UPSAMPLING`` times
+    as many samples.
+
+    The one bound on resampling, for every entry point, checked before any
+    sample is read or produced. Equal rates are no resampling and pass.
+    """
+    if orig_fs == target_fs:
+        return
+    if orig_fs < MIN_ECG_RATE:
+        raise ValueError(
+            f"{name} is declared at {orig_fs:g} Hz, below the {MIN_ECG_RATE:g} Hz an ECG "
+            "needs (its QRS complex, about 0.1 s, would span a few samples), so it cannot "
+            f"be resampled to {target_fs:g} Hz: resampling would interpolate what was "
+            "never recorded. Check the declared rate (a header or unit error?), or leave "
+            "the record out."
+        )
+    factor = target_fs / orig_fs
+    if factor > MAX_UPSAMPLING:
+        n_out = math.ceil(math.prod(shape) * factor)
+        raise ValueError(
+            f"resampling {name} from {orig_fs:g} to {target_fs:g} Hz would give {factor:g} "
+            f"times as many samples ({n_out} for {math.prod(shape)}), and at most "
+            f"{MAX_UPSAMPLING} times is allowed. Check the rates, or work at a rate nearer "
+            f"{orig_fs:g} Hz."
+        )
 
 
 def check_amplitude(X, name="X"):
@@ -277,7 +315,10 @@ def resample_signals(X, orig_fs, target_fs):
     orig_fs`` reduced to lowest terms, and ``padtype="line"`` so that the
     ends of a record with a baseline offset are not pulled towards zero. The
     paper downsamples Chapman from 500 Hz to 250 Hz. A record of ``n``
-    samples becomes ``ceil(n * target_fs / orig_fs)`` samples.
+    samples becomes ``ceil(n * target_fs / orig_fs)`` samples. Signals
+    declared below 50 Hz, or brought to more than 20 times as many
+    samples, are refused: no ECG is, and the output would be out of
+    proportion to the input.
 
     Read more in the :ref:`User Guide <datasets>`.
 
@@ -306,6 +347,7 @@ def resample_signals(X, orig_fs, target_fs):
     """
     orig_fs, target_fs = check_rate(orig_fs, "orig_fs"), check_rate(target_fs, "target_fs")
     X = _as_signal_array(X)
+    check_resampling(X.shape, orig_fs, target_fs)
     ratio = Fraction(target_fs).limit_denominator(10**6) / Fraction(orig_fs).limit_denominator(
         10**6
     )
