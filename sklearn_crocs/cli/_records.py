@@ -9,6 +9,7 @@ resampling to the working rate, per-lead scaling:
 conditioning, resampled only; it is then cut into frames.
 """
 
+import io
 import math
 import os
 import warnings
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .._guards import available_memory
+from .._utils import _MAX_TABLE_BYTES, _open_regular, _read_regular, _regular_size
 from ..datasets import load_ludb, load_ptbxl_sample
 from ..datasets._base import (
     ExclusionLog,
@@ -30,7 +32,12 @@ from ..datasets._base import (
 from ..datasets._class_maps import map_classes
 from ..datasets._edf import EDF_SUFFIXES, find_edf_files, import_edfio, read_edf_record
 from ..datasets._records import RawRecord, collect_signals
-from ..datasets._wfdb import find_wfdb_records, read_wfdb_record, warn_repaired
+from ..datasets._wfdb import (
+    MAX_COMPRESSION_RATIO,
+    find_wfdb_records,
+    read_wfdb_record,
+    warn_repaired,
+)
 from ..preprocessing import (
     SignalConditioner,
     check_signal_layout,
@@ -43,6 +50,10 @@ from ._common import ARRAY_SUFFIXES, BUNDLED, CommandError, note
 
 # collect_signals' warning about skipped records, replaced by one line per record.
 _SKIPPED_WARNING = r"Skipped \d+ of \d+ records that could not be used"
+# Largest .npy or .npz file of records: a .npy is mapped and read record by
+# record, an .npz member is bounded by the memory available, but either ends as
+# frames in memory, which no machine holds from a file much larger.
+_MAX_ARRAY_BYTES = 1 << 40
 
 
 @dataclass
@@ -113,7 +124,8 @@ def _arrays(path, sampling_rate, model_leads):
         raise CommandError(str(exc)) from exc
     try:
         if path.suffix.lower() == ".npz":
-            with zipfile.ZipFile(path) as archive:
+            opened = _open_regular(path, limit=_MAX_ARRAY_BYTES, what="array file")
+            with opened, zipfile.ZipFile(opened) as archive:
                 found = {name.removesuffix(".npy") for name in archive.namelist()}
                 # Only the arrays used are read: another member may be a bomb.
                 stored = {
@@ -123,6 +135,7 @@ def _arrays(path, sampling_rate, model_leads):
                 }
         else:  # mapped, read record by record; a header larger than the file is refused
             found = {"X"}
+            _regular_size(path, limit=_MAX_ARRAY_BYTES, what="array file")
             stored = {"X": np.load(path, mmap_mode="r", allow_pickle=False)}
     except (OSError, ValueError, zipfile.BadZipFile) as exc:  # also object arrays
         raise CommandError(f"cannot read {path}: {exc}") from exc
@@ -170,7 +183,8 @@ def _arrays(path, sampling_rate, model_leads):
 def _npz_member(archive, key, path):
     """The array ``key`` of an open ``.npz`` archive, its header checked before its data is read.
 
-    The size the header declares must fit in the member and in the memory available.
+    The size the header declares must fit in the member, in ``MAX_COMPRESSION_RATIO``
+    times its compressed size (and 1 MiB) and in the memory available.
     """
     info = archive.getinfo(f"{key}.npy")
     with archive.open(info) as fh:
@@ -186,6 +200,14 @@ def _npz_member(archive, key, path):
             raise ValueError(
                 f"its array {key!r} declares {declared} bytes of {dtype} in a member of "
                 f"{info.file_size} bytes: the file is damaged or crafted"
+            )
+        # Plus 1 MiB: record ids and lead names are short strings padded with zeros.
+        if declared > MAX_COMPRESSION_RATIO * info.compress_size + (1 << 20):
+            raise ValueError(
+                f"its array {key!r} declares {declared} bytes, compressed to "
+                f"{info.compress_size}: more than {MAX_COMPRESSION_RATIO} times as much as "
+                "ECGs compress to. The file is crafted, or mostly padding; save genuine "
+                "signals with np.savez (uncompressed)"
             )
     if declared > available_memory():
         raise CommandError(
@@ -401,8 +423,14 @@ def record_attributes(args, records, source, wanted, class_attribute=None, class
         )
     else:
         try:
-            table = pd.read_csv(args.labels, dtype=str)
-        except (OSError, ValueError) as exc:
+            data = _read_regular(args.labels, limit=_MAX_TABLE_BYTES, what="--labels")
+        except ValueError as exc:  # a FIFO, device or a table far too large
+            raise CommandError(str(exc)) from exc
+        except OSError as exc:
+            raise CommandError(f"cannot read --labels {args.labels}: {exc}") from exc
+        try:
+            table = pd.read_csv(io.BytesIO(data), dtype=str)
+        except ValueError as exc:
             raise CommandError(f"cannot read --labels {args.labels}: {exc}") from exc
         where = f"--labels {args.labels}"
         if source.in_order and args.record_column is None:

@@ -13,6 +13,7 @@ classes): AFIB (AFIB, AF = atrial flutter), GSVT (SVT, AT, AVNRT, AVRT, SAAWR,
 ST), SB, SR (SR, SI/SA = sinus irregularity).
 """
 
+import io
 import os
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
 
-from .._utils import _warn
+from .._utils import _read_regular, _warn
 from ._base import (
     STANDARD_LEADS,
     ExclusionLog,
@@ -38,6 +39,7 @@ from ._base import (
 )
 from ._download import CHECKSUM_FILE, check_fetch_args, checksum_list, ensure_files
 from ._records import (
+    MAX_RECORD_BYTES,
     RawRecord,
     SignalCache,
     check_fs,
@@ -192,13 +194,13 @@ def _read_chapman_csv(path, scale):
     if not path.exists():
         raise InvalidRecordError(f"{path}: ECG file not found. Restore it or pass on_error='skip'.")
     regular_file_size(path, path, "ECG file")  # never a device or pipe: unbounded
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            first = fh.readline().strip().split(",")
+    try:  # the bytes checked are the bytes parsed
+        data = _read_regular(path, limit=MAX_RECORD_BYTES, what="ECG file")
+        first = data.split(b"\n", 1)[0].decode("utf-8", errors="replace").strip().split(",")
         has_header = bool(first) and all(
             canonical_lead_name(t) in STANDARD_LEADS for t in first if t.strip()
         )
-        values = pd.read_csv(path, header=0 if has_header else None)
+        values = pd.read_csv(io.BytesIO(data), header=0 if has_header else None)
         signal = values.to_numpy(dtype=np.float64).T * scale
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise InvalidRecordError(

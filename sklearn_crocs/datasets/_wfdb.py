@@ -14,7 +14,7 @@ must be a positive finite number and each ADC gain non-zero (WFDB reads a
 missing frequency as 250 Hz and a zero or missing gain as 200 adu/mV, which
 is rarely true; ``wfdb_defaults=True`` accepts them), and the header and
 every signal file must be regular files (a link to ``/dev/zero`` is never
-read), the header of a bounded size, and each signal file must hold the
+read), of bounded sizes, and each signal file must hold the
 bytes the header announces (so that a corrupt length cannot make wfdb
 allocate gigabytes). After decoding, each signal's sum is compared
 with the header's checksum, when it has one (``verify_checksums``).
@@ -25,7 +25,6 @@ import math
 import os
 import re
 import shutil
-import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +36,7 @@ from sklearn.utils import Bunch
 from wfdb.io._signal import _required_byte_num
 from wfdb.io.header import HeaderSyntaxError, parse_header_content, rx_signal
 
-from .._utils import _warn
+from .._utils import _read_regular, _regular_size, _warn
 from ..preprocessing._signals import check_rate
 from ._base import (
     UNIT_SCALE,
@@ -49,6 +48,7 @@ from ._base import (
     parse_comments,
 )
 from ._records import (
+    MAX_RECORD_BYTES,
     RawRecord,
     SignalCache,
     check_fs,
@@ -85,7 +85,7 @@ def _repair_record_line(text, record_name):
 @contextlib.contextmanager
 def _repaired_copy(base, header_path, error):
     """A temporary WFDB record with a corrected record line (see module doc)."""
-    text = header_path.read_text(encoding="utf-8", errors="replace")
+    text = _read_header(header_path).decode("utf-8", errors="replace")
     fixed = _repair_record_line(text, base.name)
     if fixed is None:
         raise InvalidRecordError(
@@ -185,42 +185,46 @@ def _check_header_values(text, header_path, wfdb_defaults):
 
 # Largest header read: real ones hold a few kB (12 leads and their comments).
 _MAX_HEADER_BYTES = 1 << 20
-# FLAC signal files (formats 508, 516, 524) hold real ECGs in a half to a fifth
-# of their samples' bytes; a header announcing more than this many times the
-# file's size would have a small file decode to gigabytes.
-_MAX_FLAC_RATIO = 64
+# Compressed ECGs (FLAC signal files, formats 508, 516 and 524; .npz members)
+# take a half to a fifth of their samples' bytes; a header announcing more than
+# this many times the compressed size would have a small file decode to gigabytes.
+MAX_COMPRESSION_RATIO = 64
 
 
-def regular_file_size(path, header_path, what):
-    """Size of ``path``, refused unless it is a regular file (links followed).
+def regular_file_size(path, header_path, what, limit=None):
+    """Size of ``path``, refused unless it is a regular file (links followed) of at most
+    ``limit`` bytes (default ``MAX_RECORD_BYTES``).
 
     A device (``/dev/zero``), pipe or folder has no size that bounds what
     reading it returns; None when ``path`` does not exist (wfdb reports it).
     """
+    limit = MAX_RECORD_BYTES if limit is None else limit
     try:
-        st = os.stat(path)
+        return _regular_size(path, limit=limit, what=what)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise InvalidRecordError(f"{header_path}: cannot read {what} {path} ({exc}).") from exc
-    if not stat.S_ISREG(st.st_mode):
+    except ValueError as exc:
         raise InvalidRecordError(
-            f"{header_path}: {what} {path} is not a regular file (a device, pipe or "
-            "folder, or a link to one); records are read from regular files only. "
-            "Replace it with the record's file, or pass on_error='skip'."
-        )
-    return st.st_size
+            f"{header_path}: {exc} Replace it with the record's file, or pass on_error='skip'."
+        ) from exc
 
 
 def _check_header_file(path, header_path=None):
     """Refuse a header that is not a regular file, or too large to be one."""
-    header_path = path if header_path is None else header_path
-    size = regular_file_size(path, header_path, "header")
-    if size is not None and size > _MAX_HEADER_BYTES:
-        raise InvalidRecordError(
-            f"{header_path}: the header has {size} bytes; WFDB headers hold a few kB "
-            f"(at most {_MAX_HEADER_BYTES} are read). Fix it or pass on_error='skip'."
-        )
+    regular_file_size(path, path if header_path is None else header_path, "WFDB header",
+                      _MAX_HEADER_BYTES)  # fmt: skip
+
+
+def _read_header(path, header_path=None):
+    """The bytes of a header, read as :func:`_check_header_file` checks it."""
+    _check_header_file(path, header_path)
+    try:
+        data = _read_regular(path, limit=_MAX_HEADER_BYTES, what="WFDB header")
+    except ValueError as exc:  # replaced by a special or larger file since the check
+        raise InvalidRecordError(f"{header_path or path}: {exc}") from exc
+    return data
 
 
 def _check_file_sizes(header, folder, header_path):
@@ -239,12 +243,12 @@ def _check_file_sizes(header, folder, header_path):
         if fmt in ("508", "516", "524"):  # FLAC: compressed, bounded by a ratio
             size = regular_file_size(folder / file_name, header_path, "signal file")
             decoded = samples * int(fmt[1:]) // 8
-            if size is not None and decoded > _MAX_FLAC_RATIO * max(size, 1):
+            if size is not None and decoded > MAX_COMPRESSION_RATIO * max(size, 1):
                 raise InvalidRecordError(
                     f"{header_path}: FLAC signal file {file_name} has {size} bytes, but the "
                     f"header announces {header.sig_len} samples ({decoded} bytes), more than "
-                    f"{_MAX_FLAC_RATIO} times as many as real ECGs compress to. The header is "
-                    "corrupt or crafted; restore it or pass on_error='skip'."
+                    f"{MAX_COMPRESSION_RATIO} times as many as real ECGs compress to. The "
+                    "header is corrupt or crafted; restore it or pass on_error='skip'."
                 )
             continue
         try:
@@ -282,8 +286,7 @@ def _verify_checksums(record, header_path):
 def _read_checked(record_name, header_path, *, verify_checksums, wfdb_defaults):
     """``wfdb.rdrecord(record_name)`` (physical), after and with the checks of this module."""
     hea = Path(record_name + ".hea")
-    _check_header_file(hea, header_path)
-    text = hea.read_bytes().decode("ascii", errors="ignore")  # as wfdb.rdheader reads it
+    text = _read_header(hea, header_path).decode("ascii", errors="ignore")  # as wfdb reads it
     fs = _check_header_values(text, header_path, wfdb_defaults)
     header = wfdb.rdheader(record_name)
     if fs is not None and fs != header.fs:  # e.g. "5e2", which wfdb reads as 5
@@ -389,9 +392,8 @@ def read_header_comments(path):
     """
     base = _record_base(path)
     header_path = base.with_name(base.name + ".hea")
-    _check_header_file(header_path)
     try:
-        text = header_path.read_text(encoding="utf-8", errors="replace")
+        text = _read_header(header_path).decode("utf-8", errors="replace")
     except FileNotFoundError:
         raise InvalidRecordError(f"{header_path}: WFDB header file not found.") from None
     except OSError as exc:
