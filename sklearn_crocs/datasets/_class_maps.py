@@ -1,5 +1,6 @@
 """Class maps: diagnosis codes (SNOMED CT, PTB-XL statements) grouped into classes."""
 
+import io
 import json
 import os
 import re
@@ -8,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._utils import _MAX_TABLE_BYTES, _read_regular
 from ._chapman import CHAPMAN_SNOMED_GROUPS
 
 #: PTB-XL's diagnostic statements and their diagnostic superclass
@@ -61,44 +63,85 @@ def read_class_map(class_map):
     -------
     mapping : dict of str to str
         Codes (upper case) and their classes.
+
+    Raises
+    ------
+    ValueError
+        For a code without a class (empty or JSON ``null``) or with two
+        classes (a code given twice with the same class is fine), naming the
+        code and, in a CSV file, its lines; for a file that is not a regular
+        file or is larger than any class map.
     """
     if isinstance(class_map, dict):
-        mapping = class_map
+        pairs, where = list(class_map.items()), None
     elif isinstance(class_map, str) and class_map in CLASS_MAPS:
-        mapping = CLASS_MAPS[class_map]
+        pairs, where = list(CLASS_MAPS[class_map].items()), None
     elif isinstance(class_map, (str, os.PathLike)):
         path = Path(os.path.expanduser(os.fspath(class_map)))
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise ValueError(
                 f"class map {class_map!r} is neither a built-in map "
                 f"({', '.join(CLASS_MAPS)}) nor a file; give one of those names, or a .csv "
                 "file of code,class rows or a .json file of {code: class}."
             )
-        try:
-            if path.suffix.lower() == ".json":
-                mapping = json.loads(path.read_text(encoding="utf-8"))
-            else:
-                table = pd.read_csv(path, dtype=str, keep_default_na=False)
-                if table.shape[1] < 2:
-                    raise ValueError("it needs two columns, code and class")
-                mapping = dict(zip(table.iloc[:, 0], table.iloc[:, 1]))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read the class map {path}: {exc}.") from exc
-        if not isinstance(mapping, dict):
-            raise ValueError(f"the class map {path} must hold one JSON object {{code: class}}.")
+        pairs, where = _read_pairs(path)
     else:
         raise TypeError(
             "class_map must be a built-in map name, a dict {code: class} or the path of a "
             f".csv or .json file; got {type(class_map).__name__}."
         )
-    out = {str(k).strip().upper(): str(v).strip() for k, v in mapping.items()}
+    out, seen = {}, {}
+    for i, (code, cls) in enumerate(pairs):
+        if cls is None or (isinstance(cls, float) and np.isnan(cls)):
+            raise ValueError(f"the class map gives no class for {code!r}; give each code one.")
+        code, cls = str(code).strip().upper(), str(cls).strip()
+        out.setdefault(code, cls)
+        seen.setdefault(code, []).append((i, cls))
     empty = [k for k, v in out.items() if not k or not v]
     if empty or not out:
         raise ValueError(
             f"the class map has {'no entry' if not out else 'empty codes or classes'}; "
             "give each code a class."
         )
+    conflicts = [(code, found) for code, found in seen.items() if len({c for _, c in found}) > 1]
+    if conflicts:
+        described = "; ".join(
+            f"{code!r} on "
+            + (
+                "lines " + ", ".join(f"{where[i]} ({c})" for i, c in found)
+                if where is not None
+                else " and ".join(repr(c) for c in dict.fromkeys(c for _, c in found))
+            )
+            for code, found in conflicts[:5]
+        )
+        raise ValueError(
+            f"the class map gives a code several classes: {described}. Give each code one class."
+        )
     return out
+
+
+def _read_pairs(path):
+    """``(code, class)`` pairs of a class-map file, in order, and the line of each (CSV)."""
+    data = _read_regular(path, limit=_MAX_TABLE_BYTES, what="class map")  # its own message
+    try:
+        text = data.decode("utf-8")
+        if path.suffix.lower() == ".json":
+            # Objects as tuples of pairs, not dicts: a key given twice is a conflict to
+            # report, not a last win.
+            pairs = json.loads(text, object_pairs_hook=tuple)
+            if not isinstance(pairs, tuple):
+                raise ValueError("it must hold one JSON object {code: class}")
+            return pairs, None
+        table = pd.read_csv(
+            io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False
+        )
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read the class map {path}: {exc}.") from exc
+    if table.shape[1] < 2:
+        raise ValueError(f"cannot read the class map {path}: it needs two columns, code and class.")
+    table = table[(table != "").any(axis=1)]  # blank lines
+    lines = [i + 2 for i in table.index]  # under the header row
+    return list(zip(table.iloc[:, 0], table.iloc[:, 1])), lines
 
 
 def map_classes(values, class_map):
