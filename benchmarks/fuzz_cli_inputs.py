@@ -71,7 +71,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LEADS = "I II III aVR aVL aVF V1 V2 V3 V4 V5 V6".split()
 KINDS = ("records", "labels", "class-maps", "settings", "outputs")
 OUTCOMES = ("correct", "refused", "silent", "crash", "hang")
-TIMEOUT, KILL_MB, REFUSED_MB = 30.0, 2048, 200
+TIMEOUT, KILL_MB, REFUSED_MB = 20.0, 2048, 200
 HUGE = 1 << 30  # bytes of the sparse huge files
 CODES = {"164889003": "AFIB", "426783006": "SR", "426177001": "SB", "427084000": "GSVT"}
 # Raw characters a terminal acts on: C0 but tab and newline, DEL, C1.
@@ -296,8 +296,16 @@ def wfdb_record(rng, env, folder):
             shutil.copy(DATA / "cinc2021" / f"A0689{suffix}", folder / f"A0689{suffix}")
         return folder / "A0689.hea", "CinC A0689"
     signal_ = env["X"][int(rng.integers(16))].T.astype(np.float64)
-    wfdb.wrsamp("rec", fs=100, units=["mV"] * 12, sig_name=LEADS, p_signal=signal_,
-                fmt=[source] * 12, write_dir=str(folder), comments=["Age: 50", "Sex: F"])
+    wfdb.wrsamp(
+        "rec",
+        fs=100,
+        units=["mV"] * 12,
+        sig_name=LEADS,
+        p_signal=signal_,
+        fmt=[source] * 12,
+        write_dir=str(folder),
+        comments=["Age: 50", "Sex: F"],
+    )
     return folder / "rec.hea", f"fmt {source}"
 
 
@@ -371,8 +379,14 @@ def make_wfdb(rng, env, folder):
 
 EDF_FIELDS = {"header bytes": (184, 8), "n records": (236, 8), "duration": (244, 8),
               "n signals": (252, 4)}  # fmt: skip
-EDF_PER_SIGNAL = {"label": (0, 16), "physical min": (104, 8), "physical max": (112, 8),
-                  "digital min": (120, 8), "digital max": (128, 8), "samples": (216, 8)}
+EDF_PER_SIGNAL = {
+    "label": (0, 16),
+    "physical min": (104, 8),
+    "physical max": (112, 8),
+    "digital min": (120, 8),
+    "digital max": (128, 8),
+    "samples": (216, 8),
+}
 
 
 def make_edf(rng, env, folder):
@@ -474,8 +488,16 @@ def make_npz(rng, env, folder):
     header, data, what = npy_bytes(rng, X, mutate=how == "X")
     members["X.npy"] = header + data
     if how == "ids":
-        ids = pick(rng, [ids[:-1], np.repeat(ids[:1], n), np.array([f"r{c}" for c in
-                   rng.choice(CTRL, n)]), np.array(["x" * 100_000] * n), ids.astype(object)])
+        ids = pick(
+            rng,
+            [
+                ids[:-1],
+                np.repeat(ids[:1], n),
+                np.array([f"r{c}" for c in rng.choice(CTRL, n)]),
+                np.array(["x" * 100_000] * n),
+                ids.astype(object),
+            ],
+        )
     elif how == "leads":
         leads = pick(rng, [leads[:-1], np.array(["I"] * 12), np.array([f"L{c}" for c in
                      rng.choice(CTRL, 12)]), leads[::-1].copy()])  # fmt: skip
@@ -586,8 +608,10 @@ def labels_input(rng, env, work, i):
         what = f"labels {special(path, pick(rng, SPECIALS))}"
     more = ["--class-map", env["base"] / "map.csv"] if attributes[0] == "dx" else []
     model, out = work / "model", work / "out.csv"
-    argvs = [fit_argv(env["base"] / "frames.npz", path, model, ",".join(attributes), *more),
-             predict_argv(env["base"] / "frames.npz", model, out, "--sampling-rate", 100)]
+    argvs = [
+        fit_argv(env["base"] / "frames.npz", path, model, ",".join(attributes), *more),
+        predict_argv(env["base"] / "frames.npz", model, out, "--sampling-rate", 100),
+    ]
     result = run(argvs, work)
 
     def check():
@@ -634,9 +658,17 @@ def class_map_input(rng, env, work, i):
         rows = [["code", "class"]] + [[c, "" if k is None else k] for c, k in pairs]
         write_rows(rng, path, rows, "text")
     model, out = work / "model", work / "out.csv"
-    argvs = [fit_argv(env["base"] / "frames.npz", env["base"] / "labels.csv", model,
-                      "dx,sex,age", "--class-map", path),
-             predict_argv(env["base"] / "frames.npz", model, out, "--sampling-rate", 100)]
+    argvs = [
+        fit_argv(
+            env["base"] / "frames.npz",
+            env["base"] / "labels.csv",
+            model,
+            "dx,sex,age",
+            "--class-map",
+            path,
+        ),
+        predict_argv(env["base"] / "frames.npz", model, out, "--sampling-rate", 100),
+    ]
     result = run(argvs, work)
 
     def check():
@@ -706,8 +738,11 @@ def settings_input(rng, env, work, i):
         if field in SPECIALS:
             special(path, field)
         else:
-            text = {"deep": "[" * 100_000, "bom": "\ufeff" + json.dumps(settings),
-                    "control": json.dumps(settings).replace('"V1"', '"V1\x1b[2J"')}[field]
+            text = {
+                "deep": "[" * 100_000,
+                "bom": "\ufeff" + json.dumps(settings),
+                "control": json.dumps(settings).replace('"V1"', '"V1\x1b[2J"'),
+            }[field]
             path.write_text(text)
     else:
         path.write_text(json.dumps(settings, indent=2))
@@ -791,7 +826,8 @@ def outputs_input(rng, env, work, i):
         return problems
 
     what = f"{command}{' --force' if force else ''}: " + ", ".join(
-        f"{str(n)!r} {h}" for n, h in planted.items())
+        f"{str(n)!r} {h}" for n, h in planted.items()
+    )
     return result, check, what, invariant
 
 
