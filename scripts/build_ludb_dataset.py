@@ -122,7 +122,7 @@ def build(ludb_dir, output):
     table = pd.DataFrame(rows, index=pd.Index([str(n) for n in names], name="ID"))
     _check_against_csv(ludb_dir, table)
 
-    with _atomic_path(output) as tmp:
+    with _atomic_path(output, replace=True) as tmp:  # the script rebuilds its output
         with open(tmp, "wb") as fh:
             np.savez_compressed(
                 fh,

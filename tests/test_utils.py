@@ -63,7 +63,7 @@ def test_atomic_path_replaces_only_on_success(tmp_path):
     assert path.read_text() == "new"
 
     def write_half():
-        with _atomic_path(path) as tmp:
+        with _atomic_path(path, replace=True) as tmp:
             tmp.write_text("half")
             raise RuntimeError("interrupted")
 

@@ -102,6 +102,8 @@ class EstimatorFile:
             save leaves it as it was); any other file is refused.
         overwrite : bool, default=False
             Replace ``path`` even if it is not a model file of this package.
+            A symbolic link at ``path`` is refused either way: no file is
+            written through a link or in place of one.
 
         Returns
         -------

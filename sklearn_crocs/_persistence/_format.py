@@ -286,11 +286,11 @@ def _is_model_file(path):
 def write_model_file(path, kind, document, tensors, *, overwrite=False):
     """Write ``tensors`` and ``document`` to ``path`` atomically."""
     path = os.fspath(path)
-    if not overwrite and os.path.lexists(path) and not _is_model_file(path):
-        what = "a symbolic link" if os.path.islink(path) else "not an sklearn-crocs model file"
-        raise FileExistsError(
-            f"{path} exists and is {what}; save replaces only model files it wrote. "
-            "Choose another path, or pass overwrite=True to replace it."
+    own = os.path.isfile(path) and not os.path.islink(path) and _is_model_file(path)
+    if not (overwrite or own or os.path.islink(path)) and os.path.lexists(path):
+        raise FileExistsError(  # a link: refused by _atomic_path, whatever overwrite says
+            f"{path} exists and is not an sklearn-crocs model file; save replaces only model "
+            "files it wrote. Choose another path, or pass overwrite=True to replace it."
         )
     tensors = {
         name: (torch.from_numpy(np.ascontiguousarray(t)) if isinstance(t, np.ndarray) else t)
@@ -319,7 +319,7 @@ def write_model_file(path, kind, document, tensors, *, overwrite=False):
     except TypeError as exc:  # e.g. an object that someone put in net_.history
         raise TypeError(f"Cannot save this {kind}: {exc}.") from exc
     metadata = {_METADATA_KEY: text, _DIGEST_KEY: _text_digest(text)}
-    with _atomic_path(path) as tmp:
+    with _atomic_path(path, replace=overwrite or own) as tmp:
         save_file(tensors, os.fspath(tmp), metadata=metadata)
 
 

@@ -64,6 +64,8 @@ def _check_output(path, force, *, folder=False, option="--out"):
             raise CommandError(
                 f"--model {path} exists and is not empty; pass --force to overwrite it."
             )
+        for name in (MODEL_FILE, SETTINGS_FILE):  # refused now rather than after training
+            _check_output(path / name, True, option="--model:")
     elif path.is_symlink():  # dangling or not: a file written there would land elsewhere
         raise CommandError(
             f"{option} {path} is a symbolic link; sklearn-crocs writes no file through a "

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from .._display import escape
 
 # LUDB's setting: the paper's Chapman protocol, with early stopping on 20 %
 # of all patients (a quarter of the training ones), at the constant rate it
@@ -42,11 +43,14 @@ def _figure(model, X, y, class_attribute, title, path):
     import matplotlib
 
     matplotlib.use("Agg")
+    from .._utils import _atomic_path
     from ..plotting import PrototypeDisplay
 
     display = PrototypeDisplay.from_estimator(model, X, y, class_attribute=class_attribute)
     display.ax_.set_title(title)
-    display.figure_.savefig(path, dpi=120, bbox_inches="tight")
+    # The figure of an earlier run is the job's own: replaced (a link is refused).
+    with _atomic_path(path, replace=True) as tmp:  # its name ends in .tmp
+        display.figure_.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
     return path
 
 
@@ -66,7 +70,12 @@ def main(argv=None):
         help="the bundled PTB-XL sample (12-lead 5-s frames, default) or LUDB (the paper's "
         "single-lead Chapman protocol)",
     )
-    parser.add_argument("--output-dir", default="crocs_output", help="where to write the figure")
+    parser.add_argument(
+        "--output-dir",
+        default="crocs_output",
+        help="where to write the figure prototypes.png (replacing an earlier run's; never "
+        "through a symbolic link)",
+    )
     parser.add_argument(
         "--max-epochs", type=int, default=None, help="override the number of epochs"
     )
@@ -80,6 +89,12 @@ def main(argv=None):
     )
     parser.add_argument("--quiet", action="store_true", help="no per-epoch progress")
     args = parser.parse_args(argv)
+    figure_path = Path(args.output_dir) / "prototypes.png"
+    if figure_path.is_symlink():  # refused now rather than after training
+        parser.error(
+            f"--output-dir: {escape(figure_path)} is a symbolic link; no file is written "
+            "through a link nor in place of one. Remove it or choose another folder."
+        )
 
     # Imported here, not at the top: torch takes seconds to import and --help needs none of it.
     import numpy as np
@@ -101,9 +116,11 @@ def main(argv=None):
     X_test, y_test, g_test = data.X_test, data.y_test, data.groups_test
     name = {"ptbxl": "PTB-XL sample", "ludb": "LUDB"}[args.dataset]
     print(
-        f"{name}: {len(np.unique(g_train))} training patients ({len(X_train)} {what}), "
-        f"{len(np.unique(g_test))} test patients ({len(X_test)}); attributes "
-        f"{list(y_train.columns)}."
+        escape(
+            f"{name}: {len(np.unique(g_train))} training patients ({len(X_train)} {what}), "
+            f"{len(np.unique(g_test))} test patients ({len(X_test)}); attributes "
+            f"{list(y_train.columns)}."
+        )
     )
     # The class attribute also stratifies the early-stopping split by patient.
     model = CROCSClusterer(
@@ -126,11 +143,11 @@ def main(argv=None):
     title = f"CROCS prototypes and held-out {name} embeddings (PCA)"
     try:
         figure = _figure(
-            model, X_test, y_test, _CLASS_ATTRIBUTE[args.dataset], title, output / "prototypes.png"
+            model, X_test, y_test, _CLASS_ATTRIBUTE[args.dataset], title, figure_path
         )
     except ImportError as exc:
-        print(f"\nNo figure: {exc}")
+        print(f"\nNo figure: {escape(exc)}")
     else:
-        print(f"\nPrototype map written to {figure}")
+        print(f"\nPrototype map written to {escape(figure)}")
     print(f"Total time: {time.perf_counter() - start:.0f} s")
     return 0

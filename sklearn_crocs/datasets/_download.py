@@ -44,7 +44,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .._utils import _atomic_path
+from .._utils import _atomic_path, _move_into_place
 from .._utils import _file_sha256 as _sha256
 from ._base import progress, relative_path_problem
 
@@ -248,7 +248,7 @@ def download_file(
                     + (" (after resuming a partial download)" if resumed else "")
                 )
                 continue
-        os.replace(part, target)
+        _move_into_place(part, target, "cache")  # a link there is replaced, not followed
         return target
     kept = (
         f" The partial download {part} is kept; calling again resumes it." if part.exists() else ""
@@ -292,7 +292,7 @@ class _Manifest:
             self.entries[relpath] = [st.st_size, st.st_mtime_ns, sha256]
 
     def save(self):
-        with self.lock, _atomic_path(self.path) as tmp:
+        with self.lock, _atomic_path(self.path, replace="cache") as tmp:
             tmp.write_text(json.dumps(self.entries, sort_keys=True), encoding="utf-8")
 
 
@@ -326,7 +326,7 @@ def _check_list_hash(path, digest, expected, root, name):
         )
     if trusted.get(root.name) != digest:
         trusted[root.name] = digest
-        with _atomic_path(trust_path) as tmp:
+        with _atomic_path(trust_path, replace="cache") as tmp:
             tmp.write_text(json.dumps(trusted, indent=1, sort_keys=True), encoding="utf-8")
 
 

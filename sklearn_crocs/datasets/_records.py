@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._utils import _atomic_path
+from .._display import escape
+from .._utils import _atomic_path, _move_into_place
 from ..preprocessing import resample_signals
 from ..preprocessing._signals import check_amplitude, check_rate, check_resampling
 from ._base import InvalidRecordError, progress
@@ -162,7 +163,7 @@ class SignalCache:
             "fs": signal_set.fs,
             "skipped": skipped,
         }
-        with _atomic_path(self.json_path) as tmp:
+        with _atomic_path(self.json_path, replace="cache") as tmp:
             tmp.write_text(json.dumps(meta, default=_json_default), encoding="utf-8")
 
 
@@ -218,7 +219,7 @@ class _MemmapSink:
         if self.count < self.n:
             # Records were skipped: copy the kept rows into a file of the
             # right size, a chunk at a time.
-            with _atomic_path(self.cache.npy_path) as final_tmp:
+            with _atomic_path(self.cache.npy_path, replace="cache") as final_tmp:
                 out = np.lib.format.open_memmap(
                     final_tmp,
                     mode="w+",
@@ -234,7 +235,7 @@ class _MemmapSink:
         else:
             self.array.flush()
             self.array = None
-            os.replace(self.tmp, self.cache.npy_path)
+            _move_into_place(self.tmp, self.cache.npy_path, "cache")
             self.tmp = None
         return np.load(self.cache.npy_path, mmap_mode="r", allow_pickle=False)
 
@@ -442,7 +443,7 @@ def collect_signals(
             log.warn_skipped(n)
             if verbose:
                 print(
-                    f"{caller}: {len(signal_set.kept)} records from {cache.npy_path}",
+                    escape(f"{caller}: {len(signal_set.kept)} records from {cache.npy_path}"),
                     file=sys.stderr,
                 )
             return signal_set
