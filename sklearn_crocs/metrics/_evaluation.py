@@ -9,6 +9,7 @@ from sklearn.utils import Bunch
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
+from .._display import escape
 from .._search import top_k
 from .._utils import _crocs_step, _nearest
 from ._clustering import clustering_report
@@ -84,7 +85,8 @@ def evaluate_prototypes(
         Add the rows "Majority" to the clustering table and "Random" to
         the retrieval table.
     file : file-like, default=None
-        Where to print the tables; ``None`` prints nothing.
+        Where to print the tables, with control characters in attribute names
+        and values shown as escapes (``\\x1b``); ``None`` prints nothing.
 
     Returns
     -------
@@ -180,21 +182,22 @@ def evaluate_prototypes(
     retrieval_queries = pd.DataFrame.from_dict(scored, orient="index")
     retrieval_queries.columns.name = "# matches"
     if file is not None:
+        # Attribute names and values come from the user's data: escaped for a terminal.
         unit = " (%)" if percent else ""
         print(f"Clustering of {len(y_true)} held-out ECGs{unit}:", file=file)
-        print(clustering.to_string(), file=file)
+        print(escape(clustering.to_string(), lines=True), file=file)
         print(file=file)
         print(
             f"Retrieval of the K nearest of {len(y_true)} held-out ECGs per prototype, P@K{unit}:",
             file=file,
         )
-        print(retrieval.to_string(), file=file)
+        print(escape(retrieval.to_string(), lines=True), file=file)
         rule = "only these are scored" if no_match == "exclude" else "the others count as misses"
         print(
             f"Queries that at least one held-out ECG matches on that many attributes ({rule}):",
             file=file,
         )
-        print(retrieval_queries.to_string(), file=file)
+        print(escape(retrieval_queries.to_string(), lines=True), file=file)
     return Bunch(
         clustering=clustering,
         retrieval=retrieval,
