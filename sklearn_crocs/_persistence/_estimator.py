@@ -27,6 +27,7 @@ from ..nn import ArrayDataset
 from ..nn._encoders import encoder_class
 from ..preprocessing import check_signal_layout
 from ..preprocessing._signals import check_bandpass
+from ._fields import is_bin_edges, is_int, is_list, is_none_or_finite, is_str
 from ._format import (
     ESTIMATOR_HEAD_FIELDS,
     INPUT_SHAPE_FIELD,
@@ -43,11 +44,6 @@ from ._format import (
     encode_values,
     head_document,
     head_estimator,
-    is_bin_edges,
-    is_int,
-    is_list,
-    is_none_or_finite,
-    is_str,
     probe_signals,
     read_model_file,
     write_model_file,

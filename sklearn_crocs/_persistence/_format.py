@@ -42,9 +42,18 @@ from safetensors.torch import save_file
 
 from .._display import EscapedMessageMixin
 from .._guards import activation_size
-from .._utils import _atomic_path, _device_problem, _python_value, _warn
+from .._utils import (
+    _MAX_MODEL_BYTES,
+    _atomic_path,
+    _device_problem,
+    _python_value,
+    _read_regular,
+    _regular_size,
+    _warn,
+)
 from ..nn._augment import RandomWindow
 from ..preprocessing import SignalConditioner
+from ._fields import is_int, is_str
 
 __all__ = ["InvalidModelFileError"]
 
@@ -399,7 +408,6 @@ def _check_manifest_entry(path, name, expected, found):
 
 def read_model_file(path, kind, sha256=None):
     """``(document, tensors)`` of a model file, every tensor checked against the manifest."""
-    from .._utils import _MAX_MODEL_BYTES, _read_regular, _regular_size
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"No model file at {path}.")
@@ -546,59 +554,6 @@ def document_errors(path, what):
             f"({type(exc).__name__}: {exc}). The file was altered or written by an "
             "incompatible version."
         ) from exc
-
-
-# ------------------------------------------------------- document checks
-# Each field of a document: (check, what it must be, required). Checked before
-# anything is built from the document, so that a value of the wrong type or
-# size is refused by name; each document's module lists its fields (add a row
-# for each new one).
-def is_int(lo, hi=None):
-    def check(value):
-        return (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and lo <= value
-            and (hi is None or value <= hi)
-        )
-
-    return check
-
-
-def is_list(check, lo=0, hi=None):
-    def check_list(value):
-        return (
-            isinstance(value, list)
-            and lo <= len(value) <= (len(value) if hi is None else hi)
-            and all(check(v) for v in value)
-        )
-
-    return check_list
-
-
-def is_str(value):
-    return isinstance(value, str)
-
-
-def is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-
-
-def is_none_or_finite(low, *, strict):
-    def check(value):
-        if value is None:
-            return True
-        if not is_number(value) or value == float("inf"):
-            return False
-        return low < value if strict else low <= value
-
-    return check
-
-
-def is_bin_edges(value):
-    return isinstance(value, dict) and all(
-        is_list(is_number, 3)(edges) and edges == sorted(edges) for edges in value.values()
-    )
 
 
 # The fields that open the documents of an estimator with an encoder (the

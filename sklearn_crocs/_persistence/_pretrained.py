@@ -12,12 +12,11 @@ tensors, every tensor checked against the document.
 from pathlib import Path
 
 from ._estimator import estimator_from_state, estimator_state
+from ._fields import is_list, is_str
 from ._format import (
     InvalidModelFileError,
     check_fields,
     document_errors,
-    is_list,
-    is_str,
     read_model_file,
     write_model_file,
 )

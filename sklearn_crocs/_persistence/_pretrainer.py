@@ -13,6 +13,7 @@ from functools import partial
 import torch
 
 from ..nn._encoders import encoder_class
+from ._fields import is_int, is_list, is_number
 from ._format import (
     ESTIMATOR_HEAD_FIELDS,
     INPUT_SHAPE_FIELD,
@@ -25,9 +26,6 @@ from ._format import (
     document_errors,
     head_document,
     head_estimator,
-    is_int,
-    is_list,
-    is_number,
     probe_signals,
     read_model_file,
     write_model_file,
