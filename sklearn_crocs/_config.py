@@ -65,9 +65,12 @@ def set_config(*, memory_budget=_UNSET):
         of the M attribute combinations, the regulariser's prototype pairs,
         the prototypes with their optimiser state, one batch's activations
         and logits) and raises a ``ValueError`` naming the parameter or
-        attribute responsible when the estimate exceeds the budget.
+        attribute responsible when the estimate exceeds the budget. A
+        resampling of signals (:func:`~sklearn_crocs.preprocessing.resample_signals`
+        and every reader, conditioner and estimator that brings signals to
+        another rate) is bounded the same way.
         ``"auto"`` (the initial value): half of the memory available when
-        ``fit`` starts. ``None`` turns the check off. Left out, the current
+        ``fit`` or the resampling starts. ``None`` turns the check off. Left out, the current
         value stays. Processes started for parallel work (joblib's default
         backend, dask workers) have their own setting, ``"auto"`` unless
         they set it.

@@ -235,3 +235,16 @@ def test_a_null_class_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"no class for 'NORM'"):
         read_class_map({"IMI": "MI", "NORM": None})
     assert pd.isna(read_class_map({"IMI": "MI"}).get("NORM"))
+
+
+def test_resampling_is_bounded_by_the_memory_budget():
+    import sklearn_crocs
+    from sklearn_crocs.preprocessing import resample_signals
+
+    X = np.zeros((4, 1000), dtype=np.float32)
+    assert resample_signals(X, 100, 200).shape == (4, 2000)
+    with sklearn_crocs.config_context(memory_budget=10_000):
+        with pytest.raises(ValueError, match=r"needs about .* more than memory_budget"):
+            resample_signals(X, 100, 200)
+        with sklearn_crocs.config_context(memory_budget=None):
+            assert resample_signals(X, 100, 200).shape == (4, 2000)

@@ -14,10 +14,12 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+import psutil
 from scipy.signal import resample_poly
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import validate_data
 
+from .._config import get_config
 from .._display import DocLinkMixin
 from .._utils import _warn
 
@@ -96,7 +98,7 @@ def check_rate(value, name="sampling_rate"):
 def check_resampling(shape, orig_fs, target_fs, name="X"):
     """Raise ValueError unless signals of ``shape`` at ``orig_fs`` Hz may be resampled to
     ``target_fs`` Hz: from at least ``MIN_ECG_RATE``, to at most ``MAX_UPSAMPLING`` times
-    as many samples.
+    as many samples, within the ``memory_budget`` of :func:`sklearn_crocs.get_config`.
 
     The one bound on resampling, for every entry point, checked before any
     sample is read or produced. Equal rates are no resampling and pass.
@@ -119,6 +121,18 @@ def check_resampling(shape, orig_fs, target_fs, name="X"):
             f"times as many samples ({n_out} for {math.prod(shape)}), and at most "
             f"{MAX_UPSAMPLING} times is allowed. Check the rates, or work at a rate nearer "
             f"{orig_fs:g} Hz."
+        )
+    # Filtering works in float64: the input's and the output's copies at once.
+    needed = 8 * math.prod(shape) * (1 + max(factor, 1))
+    budget = get_config()["memory_budget"]
+    if budget == "auto":
+        budget = psutil.virtual_memory().available // 2
+    if budget is not None and needed > budget:
+        raise ValueError(
+            f"resampling {name} of shape {tuple(shape)} from {orig_fs:g} to {target_fs:g} Hz "
+            f"needs about {needed / 1e9:.2g} GB, more than memory_budget ({budget / 1e9:.2g} "
+            "GB). Resample it in parts (fewer records at a time), or raise the budget with "
+            "sklearn_crocs.config_context(memory_budget=<bytes>)."
         )
 
 
