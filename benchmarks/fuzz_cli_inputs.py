@@ -552,7 +552,7 @@ def records_input(rng, env, work, i):
     more = ["--sampling-rate", 100] if fmt in ("npy", "npz") else []
     out = work / "out.csv"
     result = run([predict_argv(target, env["base"] / "model", out, *more)], work)
-    names = env["ids"] if fmt == "npz" and "ids" not in what else None
+    names = env["ids"] if fmt == "npz" and not re.search("ids|bomb|record_ids", what) else None
     return result, lambda: check_predictions(out, names, env["allowed"]), what
 
 
