@@ -10,7 +10,7 @@ can: the tensor manifest and the document's SHA-256 are recomputed. One variant
 in four of the tensors scales the weights of two or three consecutive layers on
 one unit, each value within the file's bound (1e18), so that ordinary frames may
 stay finite while one with a sharp spike overflows; the held-out frames include
-such a frame (one sample at 100 standard deviations). A variant
+such a frame (one sample at 10,000 standard deviations). A variant
 is then
 
 - ``refused``: ``load`` raises ``InvalidModelFileError`` (the command line:
@@ -186,11 +186,15 @@ def mutate_spike_chain(rng, tensors):
             break
         i += 1
         chain.append(weights[i])
-    scales = []
+    # A gain of 10**18.5 to 10**20.5 in all: near where ordinary frames overflow, so that
+    # one with a spike (sqrt(n) after scaling each frame) may cross it.
+    total, scales = rng.uniform(18.5, 20.5), []
     for j, name in enumerate(chain):
         w = tensors[name]
         part = w[unit] if j == 0 else w[:, unit]
-        scale = min(10 ** rng.uniform(9, 18), 1e18 / max(float(part.abs().max()), 1e-30))
+        power = total / len(chain) + rng.uniform(-2, 2) if j < len(chain) - 1 else total
+        total -= power
+        scale = min(10**power, 1e18 / max(float(part.abs().max()), 1e-30))
         part.mul_(scale)
         bias = tensors.get(name.removesuffix("weight") + "bias")
         if j == 0 and bias is not None:
@@ -311,7 +315,7 @@ def main(argv=None):
     y = table[["label", "sex"]].iloc[:160].reset_index(drop=True)
     train, held_out = X[:128], X[128:]
     spike = held_out[:1].copy()
-    spike[0, 1, 250] = 100.0  # one sharp spike on lead II of a real frame
+    spike[0, 1, 250] = 1e4  # one sharp spike on lead II of a real frame
     held_out = np.concatenate([held_out, spike])
     model = CROCSClusterer(
         encoder="cnn", encoder_params=SMALL_CNN, embedding_dim=16, max_epochs=2,
