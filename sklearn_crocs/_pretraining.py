@@ -32,6 +32,7 @@ from sklearn.utils.validation import (
 )
 
 from ._display import DocLinkMixin
+from ._engine._nets import unit_rows
 from ._guards import check_finite_embeddings
 from ._persistence._pretrainer import PretrainerFile
 from ._utils import _draw_seed
@@ -371,7 +372,7 @@ class ContrastivePretrainer(
         parts = []
         with torch.inference_mode():
             for batch in torch.split(torch.from_numpy(np.ascontiguousarray(X)), 256):
-                parts.append(F.normalize(self.encoder_(batch.to(device)), dim=1).cpu())
+                parts.append(unit_rows(self.encoder_(batch.to(device))).cpu())
         embeddings = torch.cat(parts).numpy()
         check_finite_embeddings(embeddings)
         return embeddings

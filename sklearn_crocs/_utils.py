@@ -326,8 +326,6 @@ _MAX_MODEL_BYTES = 16 << 30
 
 
 def _refuse_irregular(st, path, limit, what):
-    import stat
-
     if not stat.S_ISREG(st.st_mode):
         raise ValueError(
             f"{what} {path} is not a regular file (a FIFO, device, socket or folder, or a "

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from ..nn import AcceleratedCROCSNet, CROCSNet
 
-__all__ = ["Ensemble", "Placement"]
+__all__ = ["Ensemble", "Placement", "unit_rows"]
 
 
 class Ensemble:
@@ -53,9 +53,21 @@ class Ensemble:
         tensors of shape ``(n, embedding_dim)``; the result is an ndarray.
         """
         if len(outputs) == 1:
-            return F.normalize(outputs[0], dim=1).numpy()
-        joined = torch.cat([F.normalize(out, dim=1) for out in outputs], dim=1)
+            return unit_rows(outputs[0]).numpy()
+        joined = torch.cat([unit_rows(out) for out in outputs], dim=1)
         return (joined / math.sqrt(len(outputs))).numpy()
+
+
+def unit_rows(outputs):
+    """The rows of a net's ``outputs`` scaled to unit length, whatever their size.
+
+    Each row is first divided by its largest absolute value: the squared
+    norm of finite float32 values beyond about 1e19 overflows, and
+    ``F.normalize`` would then return a zero row, a silent non-answer. A row
+    holding NaN or infinity stays non-finite, for the callers' checks.
+    """
+    scale = outputs.abs().amax(dim=1, keepdim=True)
+    return F.normalize(outputs / torch.where(scale > 0, scale, 1), dim=1)
 
 
 class Placement:
