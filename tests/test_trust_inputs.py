@@ -248,3 +248,13 @@ def test_resampling_is_bounded_by_the_memory_budget():
             resample_signals(X, 100, 200)
         with sklearn_crocs.config_context(memory_budget=None):
             assert resample_signals(X, 100, 200).shape == (4, 2000)
+
+
+@pytest.mark.parametrize("value", [[], {}, ["MI"], True])
+def test_a_json_class_that_is_not_a_name_is_refused(tmp_path, value):
+    from sklearn_crocs.datasets._class_maps import read_class_map
+
+    path = tmp_path / "map.json"
+    path.write_text(json.dumps({"164889003": "AF", "427084000": value}))
+    with pytest.raises(ValueError, match="'427084000' the class .* which is not a name"):
+        read_class_map(path)

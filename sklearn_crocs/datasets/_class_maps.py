@@ -94,6 +94,11 @@ def read_class_map(class_map):
     for i, (code, cls) in enumerate(pairs):
         if cls is None or (isinstance(cls, float) and np.isnan(cls)):
             raise ValueError(f"the class map gives no class for {code!r}; give each code one.")
+        if isinstance(cls, (list, tuple, dict, bool)):  # JSON arrays, objects, true/false
+            raise ValueError(
+                f"the class map gives {code!r} the class {cls!r}, which is not a name; give "
+                "each code a class name (a string)."
+            )
         code, cls = str(code).strip().upper(), str(cls).strip()
         out.setdefault(code, cls)
         seen.setdefault(code, []).append((i, cls))
