@@ -234,6 +234,10 @@ SETTINGS_CASES = {
         {"age_groups": {"sex": {"labels": ["F", "M", "X"], "edges": [60, 50]}}},
         "not increasing edges",
     ),
+    "age-groups-edge-moved": (
+        {"age_groups": {"sex": {"labels": ["F", "M"], "edges": [50]}}},
+        "edges [50] that its labels do not name",
+    ),
 }
 
 

@@ -25,6 +25,7 @@ from .._utils import _atomic_path
 from ..datasets._base import parse_age, parse_sex, progress
 from ..datasets._class_maps import map_classes, read_class_map
 from ..preprocessing import AgeGroupEncoder, SignalConditioner
+from ..preprocessing._age_groups import group_labels
 from ..preprocessing._signals import NORMALIZE_METHODS, check_bandpass, check_rate
 from ._common import (
     MODEL_FILE,
@@ -467,6 +468,10 @@ def _check_age_groups(age_groups, model):
                 f"age_groups of {name!r} labelled {str(labels)[:80]}, not the model's "
                 f"{categories} in age order"
             )
+        # The labels name the edges (<=47, 48-60, ...): a moved edge is found.
+        outer = np.array([-np.inf, *edges, np.inf])
+        if labels not in (group_labels(outer, True), group_labels(outer, False)):
+            raise ValueError(f"age_groups of {name!r}: edges {edges} that its labels do not name")
 
 
 def _read_for_model(args, settings):

@@ -107,7 +107,7 @@ class AgeGroupEncoder(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, Base
             self.discretizer_ = KBinsDiscretizer(**params).fit(X)
         self.bin_edges_ = np.asarray(self.discretizer_.bin_edges_[0], dtype=float)
         integral = bool(np.all(X == np.round(X)))
-        self.labels_ = _group_labels(self.bin_edges_, integral)
+        self.labels_ = group_labels(self.bin_edges_, integral)
         if len(self.labels_) < self.n_groups:
             _warn(
                 f"AgeGroupEncoder made {len(self.labels_)} age groups, not n_groups="
@@ -152,7 +152,13 @@ class AgeGroupEncoder(DocLinkMixin, OneToOneFeatureMixin, TransformerMixin, Base
         return X
 
 
-def _group_labels(edges, integral):
+def group_labels(edges, integral):
+    """The labels of the age groups between ``edges`` (outer ones included), in order.
+
+    ``integral``: the ages are whole years, so that a group is named by the
+    years it holds. The labels name the edges: the command line checks a
+    model folder's age groups with them.
+    """
     inner = edges[1:-1]
     n = len(edges) - 1
     if n == 1:
