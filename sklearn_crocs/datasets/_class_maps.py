@@ -42,6 +42,11 @@ CLASS_MAPS = {
     "ptbxl-superclasses": PTBXL_STATEMENT_SUPERCLASSES,
 }
 
+# The names a header row gives the code column (lower case, without blanks,
+# "_" or "-"); no SNOMED CT code or PTB-XL statement is one of them.
+_CODE_HEADERS = {"code", "codes", "dx", "snomed", "snomedct", "snomedcode", "snomedctcode",
+                 "statement", "statements", "scpcode", "scpcodes", "diagnosis"}  # fmt: skip
+
 # A code: anything between separators (commas, semicolons, bars, blanks, and
 # the braces, colons and quotes of PTB-XL's scp_codes dicts).
 _CODE = re.compile(r"[^\s,;|{}:'\"]+")
@@ -55,9 +60,12 @@ def read_class_map(class_map):
     class_map : str, path-like or dict
         A name of :data:`CLASS_MAPS` (``"chapman-rhythms"``,
         ``"ptbxl-superclasses"``), a dict ``{code: class}``, or a ``.csv``
-        file (the codes in its first column, their classes in its second,
-        under a header row) or a ``.json`` file holding one object
-        ``{code: class}``.
+        file (the codes in its first column, their classes in its second;
+        a first row is a header, skipped, only when its first cell names the
+        code column: ``code``, ``dx``, ``snomed``, ``statement``,
+        ``scp_code`` or ``diagnosis``, in any case; any other first row is
+        a mapping) or a ``.json`` file
+        holding one object ``{code: class}``.
 
     Returns
     -------
@@ -138,15 +146,27 @@ def _read_pairs(path):
                 raise ValueError("it must hold one JSON object {code: class}")
             return pairs, None
         table = pd.read_csv(
-            io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False
+            io.StringIO(text), dtype=str, header=None, keep_default_na=False, skip_blank_lines=False
         )
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read the class map {path}: {exc}.") from exc
     if table.shape[1] < 2:
         raise ValueError(f"cannot read the class map {path}: it needs two columns, code and class.")
     table = table[(table != "").any(axis=1)]  # blank lines
-    lines = [i + 2 for i in table.index]  # under the header row
+    if len(table) and _is_header(table.iloc[0, :2]):
+        table = table.iloc[1:]
+    lines = [i + 1 for i in table.index]
     return list(zip(table.iloc[:, 0], table.iloc[:, 1])), lines
+
+
+def _is_header(row):
+    """Whether a CSV's first row names its columns (``code,class``) rather than mapping a code.
+
+    Only a known name of the code column counts: a class may be any word, but
+    no code is ``code`` or ``dx``, so a real mapping is never taken for a
+    header; an unknown header is read as the mapping of a code no record has.
+    """
+    return re.sub(r"[\s_-]", "", str(row.iloc[0])).lower() in _CODE_HEADERS
 
 
 def map_classes(values, class_map):

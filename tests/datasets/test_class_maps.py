@@ -63,3 +63,21 @@ def test_fit_warns_when_the_class_has_nearly_one_value_per_patient():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         model.fit(X, grouped, groups=groups)
+
+
+def test_a_csv_class_map_with_or_without_a_header_row(tmp_path):
+    from sklearn_crocs.datasets._class_maps import read_class_map
+
+    path = tmp_path / "map.csv"
+    path.write_text("426177001,SB\n164889003,AFIB\n")  # no header: both rows are mappings
+    assert read_class_map(path) == {"426177001": "SB", "164889003": "AFIB"}
+    for header in ("code,class", "SNOMED CT , Rhythm", "Dx,group"):
+        path.write_text(f"{header}\n426177001,SB\n164889003,AFIB\n")
+        assert read_class_map(path) == {"426177001": "SB", "164889003": "AFIB"}
+    # Conflicts still name the file's lines, with or without a header.
+    path.write_text("IMI,MI\n\nimi,NORM\n")
+    with pytest.raises(ValueError, match=r"'IMI' on lines 1 \(MI\), 3 \(NORM\)"):
+        read_class_map(path)
+    # A first row that may be a mapping stays one (its class is any word).
+    path.write_text("426177001,class\n164889003,AFIB\n")
+    assert read_class_map(path) == {"426177001": "class", "164889003": "AFIB"}
