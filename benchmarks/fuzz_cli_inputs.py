@@ -671,25 +671,36 @@ def class_map_input(rng, env, work, i):
     ]
     result = run(argvs, work)
 
+    # A CSV cell is text ("[]" is a name there); in JSON a number is a name too,
+    # but null, an array, an object or a boolean is no class.
+    def is_name(value):
+        if suffix == ".csv":
+            return value is not None
+        return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
     def check():
         classes, problems = {}, []
         saved = json.loads((model / "settings.json").read_text())["class_map"] or {}
         for code, name in pairs:
             key = str(code).strip().upper()
-            if name is None or isinstance(name, (list, dict)):  # JSON null, no class
+            if not is_name(name):
                 if key in saved:
                     problems.append(f"class {name!r} of {key[:20]!r} kept as {saved[key]!r}")
             elif classes.setdefault(key, str(name).strip()) != str(name).strip():
                 problems.append(f"code {key[:20]!r} in two classes accepted")
-        allowed = dict(env["allowed"], dx={n.strip() for _, n in pairs if isinstance(n, str)})
+        allowed = dict(env["allowed"], dx={str(n).strip() for _, n in pairs if is_name(n)})
         return problems + check_predictions(out, env["ids"], allowed, 16)
 
     return result, check, f"{suffix} {how}"
 
 
 # ----------------------------------------------------------- settings.json
-# Fields that only change how records are read: other scores are no error there.
-READING = ("conditioning", "normalize", "lead_names", "frame_seconds")
+# Fields that only change how records and labels are read: other scores are no
+# error there. A class map with two codes' classes swapped, or none, is a
+# consistent claim about the labels, as a negated weight tensor is one about the
+# signals (fuzz_model_files counts both as loaded): nothing in a folder can tell
+# it from the author's (see the user guide's trust page).
+READING = ("conditioning", "normalize", "lead_names", "frame_seconds", "class map")
 
 
 def settings_input(rng, env, work, i):
