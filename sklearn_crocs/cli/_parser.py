@@ -175,9 +175,9 @@ def _add_attribute_arguments(fit):
         help="group the class attribute's codes into classes: chapman-rhythms (SNOMED CT "
         "codes of #Dx to the paper's AFIB, GSVT, SB, SR), ptbxl-superclasses (PTB-XL "
         "statements to CD, HYP, MI, NORM, STTC), or a .csv file of code,class rows (a "
-        "header row is optional: a first row whose first cell is code, dx, snomed, statement, "
-        "scp_code or diagnosis is skipped, any other is a mapping) or a .json file of {code: class}; records with "
-        "no class or several are left out",
+        "header row is optional: a first row whose first cell is code, dx, snomed, "
+        "statement, scp_code or diagnosis is skipped, any other is a mapping) or a .json "
+        "file of {code: class}; records with no class or several are left out",
     )
     fit.add_argument(
         "--age-groups",
