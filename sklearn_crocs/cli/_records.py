@@ -23,12 +23,7 @@ import pandas as pd
 from .._guards import available_memory
 from .._utils import _MAX_TABLE_BYTES, _open_regular, _read_regular, _regular_size
 from ..datasets import load_ludb, load_ptbxl_sample
-from ..datasets._base import (
-    ExclusionLog,
-    parse_age,
-    parse_comments,
-    parse_sex,
-)
+from ..datasets._base import ExclusionLog, attribute_parser, parse_comments
 from ..datasets._class_maps import map_classes
 from ..datasets._edf import EDF_SUFFIXES, find_edf_files, import_edfio, read_edf_record
 from ..datasets._records import RawRecord, collect_signals
@@ -459,12 +454,7 @@ def record_attributes(args, records, source, wanted, class_attribute=None, class
     values = {}
     for name in wanted:
         column = source_table[_find_column(source_table.columns, name, where)]
-        if name.lower() == "sex":
-            column = column.map(parse_sex)
-        elif name.lower() == "age":
-            column = column.map(parse_age)
-        else:
-            column = column.map(_text)
+        column = column.map(attribute_parser(name) or _text)  # sex and age as the loaders
         values[name] = column.to_numpy(dtype=object)
         if name == class_attribute and class_map is not None:
             written = values[name]

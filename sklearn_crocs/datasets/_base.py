@@ -237,6 +237,16 @@ def parse_sex(value):
     return _SEX_CODES.get(str(value).strip().lower(), math.nan)
 
 
+def attribute_parser(name):
+    """The normaliser of an attribute named ``name``: :func:`parse_sex`, :func:`parse_age` or None.
+
+    Every loader and the command line read a ``sex`` or ``age`` attribute
+    (any case) alike, so that ``"Female"``, ``"F"`` and ``"female"`` are one
+    value whatever the source; other attributes have no normaliser.
+    """
+    return {"sex": parse_sex, "age": parse_age}.get(str(name).strip().lower())
+
+
 def parse_comments(comments):
     """``{key: value}`` from WFDB header comments of the form ``key: value``.
 

@@ -42,6 +42,7 @@ from ._base import (
     UNIT_SCALE,
     ExclusionLog,
     InvalidRecordError,
+    attribute_parser,
     canonical_lead_name,
     check_leads,
     check_on_error,
@@ -595,7 +596,12 @@ def load_wfdb(
           of comment lines;
         - a callable ``f(comments) -> dict`` gives the whole row.
 
-        Values are kept as written (strings); convert them with pandas.
+        Values are kept as written (strings), except that a column named
+        ``sex`` or ``age`` (any case) is read as :func:`load_ludb`,
+        :func:`load_chapman` and the command line read it: sex as ``"M"`` or
+        ``"F"`` (from Male, Female, M or F in any case; NaN otherwise), age
+        as float years (``">89"`` and ``"90+"`` become 90; NaN when
+        unknown). Convert other columns with pandas.
     groups : None, str or callable, default=None
         Patient id of each record: None uses the record name (one record per
         patient); a str names a comment key; a callable gets the comments.
@@ -678,9 +684,9 @@ def load_wfdb(
     >>> bunch.data.shape, bunch.fs, bunch.lead_names
     ((2, 2, 1000), 500, ['I', 'II'])
     >>> bunch.attributes
-      age     sex
-    0  61  Female
-    1  47  Female
+        age sex
+    0  61.0   F
+    1  47.0   F
     """
     on_error = check_on_error(on_error)
     leads = check_leads(leads)
@@ -714,6 +720,10 @@ def load_wfdb(
     comments = [info["comments"] for info in signal_set.infos]
     rows = [extract(c) for c in comments]
     attribute_frame = pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
+    for column in attribute_frame.columns:
+        parser = attribute_parser(column)
+        if parser is not None:  # as load_ludb, load_chapman and the command line read them
+            attribute_frame[column] = attribute_frame[column].map(parser)
     if groups is None:
         group_ids = np.asarray([names[i] for i in kept])
     elif isinstance(groups, str):

@@ -87,7 +87,7 @@ def test_load_wfdb_cinc_values_and_attributes(cinc_dir):
         expected = _mat_mv(cinc_dir, name)[:, :5000]
         np.testing.assert_allclose(bunch.data[i], expected, rtol=1e-6, atol=1e-9)
     row = bunch.attributes.iloc[names.index("JS05457")]
-    assert row.to_dict() == {"age": "10", "sex": "Male", "dx": "427084000", "n": 6}
+    assert row.to_dict() == {"age": 10.0, "sex": "M", "dx": "427084000", "n": 6}
     # Default: every "key: value" comment becomes a string column.
     default = _quiet_load(cinc_dir, signal_length=5000).attributes
     assert {"Age", "Sex", "Dx", "Rx", "Hx"} <= set(default.columns)
@@ -132,7 +132,7 @@ def test_leads_subset_and_resampling_on_ludb(ludb_dir):
     full = load_wfdb(ludb_dir)
     np.testing.assert_array_equal(full.data, ludb.data[present])
     assert full.attributes["Rhythm"].iloc[0] == "Sinus rhythm."
-    assert full.attributes["age"].iloc[0] == "53"
+    assert full.attributes["age"].iloc[0] == 53.0
 
 
 def _ludb_copy(tmp_path, ludb_dir, n=4):
@@ -273,3 +273,21 @@ def test_list_of_records(cinc_dir):
     bunch = load_wfdb([cinc_dir / "JS01048", str(cinc_dir / "HR09008.hea")])
     assert bunch.record_names.tolist() == ["JS01048", "HR09008"]
     np.testing.assert_allclose(bunch.data[1], _mat_mv(cinc_dir, "HR09008"), rtol=1e-6)
+
+
+def test_sex_and_age_read_as_every_loader_and_the_cli_read_them(tmp_path, cinc_dir):
+    # One normaliser: CinC's "Female"/"63" compare with LUDB's and the CLI's "F"/63.0.
+    rng = np.random.default_rng(0)
+    for name, sex, age in [("r1", "Female", "63"), ("r2", "male", ">89"), ("r3", "?", "")]:
+        wfdb.wrsamp(name, fs=500, units=["mV"], sig_name=["I"], fmt=["16"],
+                    p_signal=rng.normal(size=(1000, 1)), comments=[f"Sex: {sex}", f"Age: {age}"],
+                    write_dir=str(tmp_path))  # fmt: skip
+    for attributes in (None, {"sex": "Sex", "age": "Age"}):
+        frame = load_wfdb(tmp_path, attributes=attributes).attributes
+        frame.columns = frame.columns.str.lower()
+        assert frame["sex"].iloc[:2].tolist() == ["F", "M"] and np.isnan(frame["sex"].iloc[2])
+        assert frame["age"].iloc[:2].tolist() == [63.0, 90.0] and np.isnan(frame["age"].iloc[2])
+    ludb = load_ludb().attributes
+    assert set(ludb["sex"]) == {"F", "M"} and ludb["age"].dtype == np.float64
+    cinc = _quiet_load(cinc_dir, attributes={"sex": "Sex", "age": "Age"}, signal_length=5000)
+    assert set(cinc.attributes["sex"]) <= {"F", "M"} and cinc.attributes["age"].dtype == np.float64
