@@ -696,11 +696,11 @@ def class_map_input(rng, env, work, i):
 
 # ----------------------------------------------------------- settings.json
 # Fields that only change how records and labels are read: other scores are no
-# error there. A class map with two codes' classes swapped, or none, is a
-# consistent claim about the labels, as a negated weight tensor is one about the
-# signals (fuzz_model_files counts both as loaded): nothing in a folder can tell
-# it from the author's (see the user guide's trust page).
-READING = ("conditioning", "normalize", "lead_names", "frame_seconds", "class map")
+# error there. A class map with two codes' classes swapped, another class name
+# for a code, or no map, is a consistent claim about the labels, as a negated
+# weight tensor is one about the signals (fuzz_model_files counts it loaded):
+# nothing in a folder can tell it from the author's (the user guide's trust page).
+READING = ("conditioning", "normalize", "lead_names", "frame_seconds", "class map", "class_map")
 
 
 def settings_input(rng, env, work, i):
