@@ -42,19 +42,18 @@ y_train.head()
 # Fit the estimator
 # -----------------
 # The defaults are the ones measured on this sample (see the user guide's
-# :ref:`defaults` page): a ResNet encoder, 128-dimensional embeddings, 40
-# epochs. ``groups`` (the patient of each frame) is only needed for early
-# stopping on held-out patients, which the defaults leave off.
+# :ref:`defaults` page): two ResNet encoders whose 128-dimensional
+# embeddings are joined (256 values, ``n_features_out_``), 40 epochs.
+# ``groups`` (the patient of each frame) is only needed for early stopping
+# on held-out patients, which the defaults leave off.
 model = CROCSClusterer(random_state=0)
 model.fit(X_train, y_train, groups=data.groups_train)
 print(f"{model.n_iter_} epochs, {len(model.prototypes_)} prototypes")
 
 # %%
 # One prototype per combination of class, sex and age group, with the number
-# of training frames that have it:
-prototypes = pd.DataFrame(
-    model.prototype_attributes_, columns=model.attribute_names_
-)
+# of training frames that have it (a DataFrame, as ``y_train`` is one):
+prototypes = model.prototype_attributes_
 prototypes.assign(n_training_frames=model.prototype_counts_).head(8)
 
 # %%

@@ -97,15 +97,14 @@ display = PrototypeDisplay.from_estimator(model, X_train, y_train, prototypes="m
 # -----------------------------------------
 # Rows: the 16 prototypes, ordered by average-linkage clustering (left
 # dendrogram) and labelled with their combination, coloured by class.
-# Columns: the 128 features, ordered by their own clustering (top). In the
-# paper (Appendix G) prototypes group first by class, then by the other
-# attributes.
+# Columns: the 256 features (128 per net), ordered by their own clustering
+# (top). In the paper (Appendix G) prototypes group first by class, then by
+# the other attributes.
 display = PrototypeDendrogramDisplay.from_estimator(model)
 
 # %%
 # The leaves of the row dendrogram, top to bottom, show which prototypes
 # were merged first:
-leaves = model.prototype_attributes_[display.row_order_]
-pd.DataFrame(leaves, columns=model.attribute_names_).head(8)
+model.prototype_attributes_.iloc[display.row_order_].head(8)
 
 # sphinx_gallery_thumbnail_number = 2

@@ -80,7 +80,7 @@ class PrototypeClustererMixin(TransformerMixin):
 
         Returns
         -------
-        embeddings : ndarray of shape (n_samples, n_features_out)
+        embeddings : ndarray of shape (n_samples, n_features_out_)
             Same as ``fit(X, y).transform(X)``.
         """
         return self._fit(X, y, groups, return_embeddings=True)
@@ -123,10 +123,9 @@ class PrototypeClustererMixin(TransformerMixin):
 
         Returns
         -------
-        embeddings : ndarray of shape (n_samples, n_features_out), dtype float32
+        embeddings : ndarray of shape (n_samples, n_features_out_), dtype float32
             Unit-norm embeddings, comparable with ``prototypes_``:
-            ``embedding_dim`` columns per net (``ensemble_size`` nets for
-            an ensemble).
+            ``embedding_dim`` columns per net, ``ensemble_size`` nets.
         """
         check_is_fitted(self, "net_")
         return self._embed_input(X, sampling_rate)
@@ -187,8 +186,8 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
     encoder_params : dict, default=None
         Extra keyword arguments of the encoder.
     embedding_dim : int, default=128
-        Dimension ``E`` of the embeddings and prototypes (paper: 128 on
-        Chapman, 256 on PTB-XL).
+        Dimension ``E`` of each net's embeddings (paper: 128 on Chapman, 256
+        on PTB-XL); the model's are ``E * ensemble_size`` wide.
     tau_s : float, default=0.1
         Temperature of the cosine similarity.
     tau_w : float, default=0.5
@@ -299,8 +298,8 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
         Number of nets (encoder and prototypes each) trained on the same data
         from different seeds, one after the other.
         The model's embeddings are the nets' unit embeddings side by side,
-        divided by ``sqrt(ensemble_size)`` (``ensemble_size * embedding_dim``
-        wide, unit norm), and so are its learned prototypes: a cosine
+        divided by ``sqrt(ensemble_size)`` (``n_features_out_ = ensemble_size
+        * embedding_dim`` wide, unit norm), and so are its prototypes: a cosine
         similarity is the mean of the nets', and ``predict``, ``transform``,
         retrieval and saved files work as for one net. The first net is the
         one ``ensemble_size=1`` trains; with ``pretrained``, every net starts
@@ -310,10 +309,8 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
         integer ``max_epochs``, each net trains for that many. The default
         of two was chosen on validation patients of PTB-XL at 500 to 3,500
         records, where two nets of half the epochs scored higher than one
-        (on the test patients: class +1.0, sex +2.2, age +1.5, class AMI
-        +3.4 points; :ref:`shared_budget`); ``transform`` and ``predict``
-        take twice as long as with ``ensemble_size=1`` and the embeddings are
-        twice as wide.
+        (:ref:`shared_budget`); ``transform`` and ``predict`` take twice as
+        long as with one net and the embeddings are twice as wide (256).
     max_epochs : int or "auto", default="auto"
         Number of passes over the training data (the most, with early
         stopping). ``"auto"``: 40 up to 1,000 training ECGs, then fewer, so
@@ -426,12 +423,16 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
 
     Attributes
     ----------
-    prototypes_ : ndarray of shape (n_prototypes, ensemble_size * embedding_dim)
+    prototypes_ : ndarray of shape (n_prototypes, `n_features_out_`)
         L2-normalised centroids used for prediction (learned or mean, see
         ``prototypes``).
-    prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
-        Attribute values of each row of ``prototypes_``, in the original label
-        values (object dtype when attributes have different types).
+    n_features_out_ : int
+        Width of the embeddings and prototypes: ``embedding_dim *
+        ensemble_size``, each net's unit embeddings side by side.
+    prototype_attributes_ : DataFrame or ndarray of shape (n_prototypes, n_attributes)
+        Attribute values of each row of ``prototypes_`` in the layout of ``y``,
+        as ``predict`` gives them: a DataFrame of its columns and dtypes for a
+        DataFrame ``y``, else an array (object dtype for mixed types).
     prototype_counts_ : ndarray of shape (n_prototypes,)
         Number of training ECGs with each prototype's attribute combination
         (ECGs with a missing attribute are not counted).
@@ -460,8 +461,8 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
         for this model, :class:`PrototypeRetriever` and the metrics.
     labels_ : ndarray of shape (n_samples,)
         Row of ``prototypes_`` nearest to each training ECG (an index, not
-        an attribute value: ``prototype_attributes_[labels_]`` gives the
-        attributes that ``fit_predict`` returns).
+        an attribute value: those rows of ``prototype_attributes_`` are what
+        ``fit_predict`` returns).
     n_features_in_ : int
         Number of values per training ECG (``n_leads * n_timepoints``).
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -539,17 +540,16 @@ class CROCSClusterer(PretrainedMixin, PrototypeClustererMixin, BasePrototypeClus
     >>> X = np.sin(freq * np.linspace(0, 20, 500)) + 0.3 * rng.randn(60, 500)
     >>> model = CROCSClusterer(embedding_dim=16, max_epochs=5, lr=1e-3,
     ...                        validation_fraction=None, random_state=0).fit(X, y)
-    >>> model.prototypes_.shape  # two nets (ensemble_size=2) of 16 dimensions each
+    >>> model.prototypes_.shape  # two nets (the default ensemble_size=2) of 16 each
     (4, 32)
-    >>> model.prototype_attributes_
-    array([['AFIB', 'F'],
-           ['AFIB', 'M'],
-           ['SR', 'F'],
-           ['SR', 'M']], dtype=object)
-    >>> model.predict(X[:3]).columns.tolist()
-    ['rhythm', 'sex']
-    >>> model.transform(X[:3]).shape
-    (3, 32)
+    >>> model.prototype_attributes_  # in the layout of y
+      rhythm sex
+    0   AFIB   F
+    1   AFIB   M
+    2     SR   F
+    3     SR   M
+    >>> model.transform(X[:3]).shape, model.n_features_out_
+    ((3, 32), 32)
     """
 
     _parameter_constraints: dict = {

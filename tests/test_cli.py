@@ -714,7 +714,7 @@ def test_the_cli_and_the_python_path_predict_the_same(cinc, shared_data, tmp_pat
                                     groups=np.arange(len(kept)))  # fmt: skip
     proba = model.predict_proba(frames)
     mean = np.stack([proba[record == r].mean(axis=0) for r in range(len(kept))])
-    python = pd.DataFrame(model.prototype_attributes_[mean.argmax(axis=1)].astype(str),
+    python = pd.DataFrame(model.get_prototypes()[1][mean.argmax(axis=1)].astype(str),
                           index=data.record_names[kept], columns=model.attribute_names_)  # fmt: skip
     assert sorted(cli.index) == sorted(python.index) and len(cli) >= 10
     pd.testing.assert_frame_equal(cli.loc[python.index, python.columns], python, check_names=False)

@@ -52,11 +52,11 @@ def test_fitted_attributes(fitted, synthetic):
     ]
     assert fitted.prototypes_.shape == (12, 16)
     assert fitted.prototype_attributes_.shape == (12, 3)
-    assert tuple(fitted.prototype_attributes_[0]) == ("AFIB", "F", "<60")
-    assert tuple(fitted.prototype_attributes_[-1]) == ("SR", "M", ">=60")
+    assert tuple(fitted.get_prototypes()[1][0]) == ("AFIB", "F", "<60")
+    assert tuple(fitted.get_prototypes()[1][-1]) == ("SR", "M", ">=60")
     np.testing.assert_allclose(np.linalg.norm(fitted.prototypes_, axis=1), 1, rtol=1e-5)
     combos = [tuple(r) for r in y.to_numpy()]
-    expected_counts = [combos.count(tuple(a)) for a in fitted.prototype_attributes_]
+    expected_counts = [combos.count(tuple(a)) for a in fitted.get_prototypes()[1]]
     assert fitted.prototype_counts_.tolist() == expected_counts
     assert fitted.input_shape_ == (1, 600)
     assert fitted.n_features_in_ == 600
@@ -97,7 +97,7 @@ def test_transform_predict_and_proba_agree(fitted, synthetic):
     assert proba.shape == (len(X), 12)
     np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-5)
     nearest = np.argmax(proba, axis=1)
-    expected = pd.DataFrame(fitted.prototype_attributes_[nearest], columns=fitted.attribute_names_)
+    expected = fitted.prototype_attributes_.iloc[nearest].reset_index(drop=True)
     pd.testing.assert_frame_equal(fitted.predict(X), expected, check_dtype=False)
     assert (fitted.predict(X).dtypes == synthetic[1].dtypes).all()
     # Euclidean nearest prototype on unit vectors = cosine nearest.
@@ -123,7 +123,7 @@ def test_fit_predict_and_fit_transform_match_separate_calls(synthetic):
     # fit_predict would return): their attributes are what fit_predict gives.
     assert model.labels_.dtype.kind == "i"
     np.testing.assert_array_equal(
-        model.prototype_attributes_[model.labels_], attributes.to_numpy(dtype=object)
+        model.get_prototypes()[1][model.labels_], attributes.to_numpy(dtype=object)
     )
     embeddings = _model().fit(X, y).transform(X)
     np.testing.assert_allclose(_model().fit_transform(X, y), embeddings, rtol=1e-6)
@@ -156,7 +156,8 @@ def test_dataframe_y_keeps_columns_and_mixed_types(synthetic):
     X, y, _ = synthetic
     y = y.assign(age_group=(y["age_group"] == ">=60").astype(int))
     model = _model().fit(X, y)
-    assert model.prototype_attributes_.dtype == object
+    assert model.get_prototypes()[1].dtype == object
+    assert model.prototype_attributes_["age_group"].dtype == np.int64  # as in y
     predicted = model.predict(X)
     assert list(predicted.columns) == ["rhythm", "sex", "age_group"]
     assert predicted["age_group"].dtype == np.int64
@@ -170,7 +171,7 @@ def test_class_attribute_by_name_and_position(synthetic):
     np.testing.assert_array_equal(by_name.prototypes_, by_position.prototypes_)
     weights = by_name.net_.criterion_.weights.numpy()
     same_sex = (
-        by_name.prototype_attributes_[:, None, 1] == by_name.prototype_attributes_[None, :, 1]
+        by_name.get_prototypes()[1][:, None, 1] == by_name.get_prototypes()[1][None, :, 1]
     )
     assert np.all(weights[~same_sex] == 0)
     assert np.all(weights[same_sex] > 0)
@@ -196,14 +197,14 @@ def test_combination_without_examples(synthetic):
     X_seen, y_seen = X[~unseen.to_numpy()], y[~unseen].reset_index(drop=True)
     learned = _model().fit(X_seen, y_seen)
     assert learned.prototypes_.shape[0] == 12
-    row = [tuple(a) for a in learned.prototype_attributes_].index(("SB", "F", "<60"))
+    row = [tuple(a) for a in learned.get_prototypes()[1]].index(("SB", "F", "<60"))
     assert learned.prototype_counts_[row] == 0
     init = _model(max_epochs=1, lr=1e-12).fit(X_seen, y_seen).prototypes_[row]
     assert not np.allclose(learned.prototypes_[row], init)  # it was trained
     with pytest.warns(UserWarning, match=r"1 of 12 attribute combinations .* \('SB', 'F', '<60'\)"):
         mean = _model(prototypes="mean").fit(X_seen, y_seen)
     assert mean.prototypes_.shape[0] == 11
-    assert ("SB", "F", "<60") not in [tuple(a) for a in mean.prototype_attributes_]
+    assert ("SB", "F", "<60") not in [tuple(a) for a in mean.get_prototypes()[1]]
     assert (mean.prototype_counts_ > 0).all()
 
 
@@ -211,7 +212,7 @@ def test_mean_prototypes_are_normalised_class_means(synthetic):
     X, y, _ = synthetic
     model = _model(prototypes="mean").fit(X, y)
     embeddings = model.transform(X)
-    for prototype, attributes in zip(model.prototypes_, model.prototype_attributes_):
+    for prototype, attributes in zip(model.prototypes_, model.get_prototypes()[1]):
         members = (y.to_numpy() == attributes).all(axis=1)
         mean = embeddings[members].mean(axis=0)
         np.testing.assert_allclose(prototype, mean / np.linalg.norm(mean), rtol=1e-4, atol=1e-6)
@@ -675,7 +676,7 @@ def test_categorical_attribute_keeps_declared_order(synthetic):
     y = y.assign(age_group=pd.Categorical(y["age_group"], categories=["unused", *order]))
     model = _model(max_epochs=1).fit(X, y)
     assert model.categories_[2].tolist() == order
-    assert [tuple(a) for a in model.prototype_attributes_[:2]] == [
+    assert [tuple(a) for a in model.get_prototypes()[1][:2]] == [
         ("AFIB", "F", ">=60"),
         ("AFIB", "F", "<60"),
     ]
@@ -793,7 +794,7 @@ def test_zero_embedding_gets_the_most_frequent_combination(synthetic, monkeypatc
     keep = [0, 2, 3, 5]
     assert (
         predicted.iloc[keep].to_numpy().tolist()
-        == model.prototype_attributes_[nearest[keep]].tolist()
+        == model.get_prototypes()[1][nearest[keep]].tolist()
     )
 
 
@@ -865,7 +866,7 @@ def test_missing_attributes_are_marginalised(synthetic):
     ]
     assert model.prototypes_.shape == (12, 16)
     counts = y[known].value_counts().reindex(pd.MultiIndex.from_tuples(
-        [tuple(a) for a in model.prototype_attributes_]), fill_value=0)  # fmt: skip
+        [tuple(a) for a in model.get_prototypes()[1]]), fill_value=0)  # fmt: skip
     assert model.prototype_counts_.tolist() == counts.tolist()
     # One extra target row per pattern of missing values.
     n_patterns = len(y_missing[~known].fillna("?").drop_duplicates())
@@ -938,7 +939,7 @@ def test_unlabelled_ecgs_train_through_pseudo_labels(synthetic):
     assert criterion.weights.shape == (12, 12)
     assert criterion.unlabelled_threshold == 0.5
     counts = y[~unlabelled].value_counts().reindex(pd.MultiIndex.from_tuples(
-        [tuple(a) for a in model.prototype_attributes_]), fill_value=0)  # fmt: skip
+        [tuple(a) for a in model.get_prototypes()[1]]), fill_value=0)  # fmt: skip
     assert model.prototype_counts_.tolist() == counts.tolist()
     assert model.predict(X).notna().all().all() and len(model.labels_) == len(X)
     # Pseudo-labels make the unlabelled ECGs' class more decided than without them.
@@ -967,7 +968,7 @@ def test_predict_proba_marginals_follow_the_declared_category_order(synthetic):
         assert marginal.shape == (len(X), len(categories))
         np.testing.assert_allclose(marginal.sum(axis=1), 1.0, rtol=1e-5)
         for k, value in enumerate(categories):
-            columns = model.prototype_attributes_[:, position] == value
+            columns = model.get_prototypes()[1][:, position] == value
             np.testing.assert_allclose(marginal[:, k], proba[:, columns].sum(axis=1), rtol=1e-6)
         np.testing.assert_array_equal(model.predict_proba(X, attribute=position), marginal)
     assert model.categories_[2].tolist() == order
@@ -1455,3 +1456,25 @@ def test_cosine_lr_schedule_is_the_default(synthetic):
     constant = _model(max_epochs=4, lr_schedule="constant").fit(X, y).net_
     assert "event_lr" not in constant.history[-1]
     assert constant.optimizer_.param_groups[0]["lr"] == FAST["lr"]
+
+
+# ------------------------------------------------------- embedding width, attribute layout
+def test_embedding_width_is_stated_and_is_embedding_dim_per_net(synthetic):
+    X, y, _ = synthetic
+    assert CROCSClusterer().ensemble_size == 2  # the default: 2 * 128 = 256 wide
+    model = _model(max_epochs=2, ensemble_size=2, embedding_dim=8).fit(X[:60], y.iloc[:60])
+    assert model.n_features_out_ == 16 == model.transform(X[:3]).shape[1]
+    assert model.prototypes_.shape[1] == 16 == len(model.get_feature_names_out())
+
+
+def test_prototype_attributes_in_the_layout_of_y(synthetic):
+    X, y, _ = synthetic
+    model = _model(max_epochs=1).fit(X[:60], y.iloc[:60])
+    attributes = model.prototype_attributes_
+    assert isinstance(attributes, pd.DataFrame)
+    assert list(attributes.columns) == ["rhythm", "sex", "age_group"]
+    assert attributes["sex"].tolist() == model.get_prototypes()[1][:, 1].tolist()
+    assert attributes.iloc[model.labels_].shape == (60, 3)
+    array = _model(max_epochs=1).fit(X[:60], y.iloc[:60].to_numpy())
+    assert isinstance(array.prototype_attributes_, np.ndarray)
+    assert array.prototype_attributes_.shape == (len(array.prototypes_), 3)

@@ -264,6 +264,10 @@ class BasePrototypeClusterer(
 
     @property
     def prototype_attributes_(self):
+        # In the layout of y, as predict answers: a DataFrame y gives a DataFrame of its columns
+        # and dtypes; an array y, the (n_prototypes, n_attributes) array of get_prototypes.
+        if self._fitted.codec.layout == "frame":
+            return self._fitted.codec.decode(self._fitted.combinations)
         return self._fitted.attributes
 
     @property
@@ -640,8 +644,13 @@ class BasePrototypeClusterer(
         return float(np.mean(codec.combinations[true] == codec.combinations[predicted]))
 
     @property
+    def n_features_out_(self):
+        # The width fit learned: the nets' embeddings side by side, embedding_dim each.
+        return self._fitted.prototypes.shape[1]
+
+    @property
     def _n_features_out(self):
-        return self._output_dim
+        return self.n_features_out_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

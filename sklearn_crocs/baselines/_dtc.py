@@ -144,8 +144,11 @@ class DTC(PrototypeClustererMixin, BasePrototypeClusterer):
     ----------
     prototypes_ : ndarray of shape (n_prototypes, embedding_dim)
         Unit-norm prototypes used by ``predict``.
-    prototype_attributes_ : ndarray of shape (n_prototypes, n_attributes)
-        Attribute values of each prototype.
+    n_features_out_ : int
+        Width of the embeddings and prototypes (``embedding_dim``).
+    prototype_attributes_ : DataFrame or ndarray of shape (n_prototypes, n_attributes)
+        Attribute values of each prototype, in the layout of ``y`` (a
+        DataFrame of its columns for a DataFrame ``y``), as ``predict``.
     prototype_counts_ : ndarray of shape (n_prototypes,)
         Training ECGs per prototype's combination.
     combination_counts_ : ndarray of shape (n_combinations,)
@@ -160,8 +163,8 @@ class DTC(PrototypeClustererMixin, BasePrototypeClusterer):
     categories_ : list of ndarray
         Values of each attribute seen in ``fit``.
     labels_ : ndarray of shape (n_samples,)
-        Row of ``prototypes_`` nearest to each training ECG (an index;
-        ``prototype_attributes_[labels_]`` gives its attributes).
+        Row of ``prototypes_`` nearest to each training ECG (an index; that
+        row of ``prototype_attributes_`` gives its attributes).
     n_features_in_ : int
         Number of values per training ECG.
     sampling_rate_ : None

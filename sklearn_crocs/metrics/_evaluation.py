@@ -157,7 +157,7 @@ def evaluate_prototypes(
     if baselines:
         # Each attribute's most frequent value among the training ECGs.
         counts = pd.Series(crocs.prototype_counts_)
-        training = pd.DataFrame(crocs.prototype_attributes_, columns=list(y_true.columns))
+        training = pd.DataFrame(crocs.get_prototypes()[1], columns=list(y_true.columns))
         modes = [counts.groupby(training[c].to_numpy()).sum().idxmax() for c in training]
         predictions["Majority"] = pd.DataFrame([modes] * len(y_true), columns=list(y_true.columns))
     clustering = clustering_report(y_true, predictions, percent=percent, decimals=decimals)

@@ -49,7 +49,7 @@ def test_tables_match_the_retriever_and_the_reports(split):
     # Baselines: each attribute's most frequent training value, and random retrieval.
     train_counts = pd.Series(model.prototype_counts_)
     modes = [
-        train_counts.groupby(model.prototype_attributes_[:, i]).sum().idxmax()
+        train_counts.groupby(model.get_prototypes()[1][:, i]).sum().idxmax()
         for i in range(y.shape[1])
     ]
     predictions["Majority"] = pd.DataFrame([modes] * len(y), columns=list(y.columns))
