@@ -166,7 +166,7 @@ def _check_same_job(model, X, y, X_test):
     assert ours.shape == theirs.shape, model.net_.augment
     assert torch.allclose(ours, theirs), model.net_.augment
     target, criterion = _target_and_loss(y, model.embedding_dim)
-    assert (model.prototype_attributes_[target.numpy()] == y.to_numpy()).all()
+    assert (model.get_prototypes()[1][target.numpy()] == y.to_numpy()).all()
     module, fitted = model.net_.module_, model.net_.criterion_
     with torch.no_grad():
         criterion.prototypes.copy_(fitted.prototypes)

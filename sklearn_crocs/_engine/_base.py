@@ -513,7 +513,7 @@ class BasePrototypeClusterer(
         def embed(part, rows):
             out = embed_part(part)
             if not prepared:
-                check_finite_embeddings(out, rows, n_rows=_n_rows(X))
+                check_finite_embeddings(out, rows, n_rows=None if rows is None else _n_rows(X))
             return out
 
         def embed_part(part):

@@ -496,13 +496,14 @@ def predict(args):
     mean = np.zeros((n_records, proba.shape[1]))
     np.add.at(mean, frame_record, proba)
     mean /= np.bincount(frame_record, minlength=n_records)[:, np.newaxis]
-    best = model.prototype_attributes_[np.argmax(mean, axis=1)]
+    attributes = model.get_prototypes()[1]  # the array, whatever the layout of y
+    best = attributes[np.argmax(mean, axis=1)]
     table = pd.DataFrame({"record": records.names})
     for j, name in enumerate(model.attribute_names_):
         table[name] = best[:, j]
     if args.proba:
         for j, name in enumerate(model.attribute_names_):
-            same = model.prototype_attributes_[:, j][np.newaxis, :] == best[:, j][:, np.newaxis]
+            same = attributes[:, j][np.newaxis, :] == best[:, j][:, np.newaxis]
             table[f"{name}_proba"] = (mean * same).sum(axis=1).round(6)
     _write_csv(table, out, args.force)
     print(escape(f"Predicted the attributes of {n_records} records; written to {out}"))
