@@ -18,8 +18,8 @@ class Ensemble:
     """Nets trained from consecutive seeds, whose embeddings are joined into one.
 
     ``CROCSClusterer`` builds one from its ``ensemble_size``; with one net
-    (the default) the model is a single net and its embeddings are that
-    net's, normalised.
+    (this class's default; the clusterer's is two) the model is a single net
+    and its embeddings are that net's, normalised.
 
     Parameters
     ----------
