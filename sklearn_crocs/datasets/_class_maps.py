@@ -169,16 +169,18 @@ def _is_header(row):
     return re.sub(r"[\s_-]", "", str(row.iloc[0])).lower() in _CODE_HEADERS
 
 
-def map_classes(values, class_map):
-    """Group diagnosis codes into classes: one class per value, NaN where none or several.
+def map_classes(values, class_map, *, multi_class="drop"):
+    """Group diagnosis codes into classes: one class per value, NaN where none (or several).
 
     Each value holds codes separated by commas, semicolons, bars or blanks
     (``"426177001,164889003"``, a PhysioNet ``#Dx`` comment) or a PTB-XL
     ``scp_codes`` dict (``"{'IMI': 100.0, 'SR': 0.0}"``). A value whose
     known codes all give one class gets that class; one whose codes give no
-    class, or several (``"IMI,CLBBB"``: MI and CD), gets NaN, as records
-    with no class or several are left out of the paper's single-label
-    setting. Codes not in the map (other findings) are ignored.
+    class gets NaN; one whose codes give several (``"IMI,CLBBB"``: MI and
+    CD) gets NaN too by default, as records of several classes are left out
+    of the paper's single-label setting, or, with ``multi_class``, the
+    class of its first code or a class of its own. Codes not in the map
+    (other findings) are ignored.
 
     Read more in the :ref:`User Guide <class_maps>`.
 
@@ -192,6 +194,11 @@ def map_classes(values, class_map):
         ``"ptbxl-superclasses"`` (PTB-XL statements to CD, HYP, MI, NORM and
         STTC), a dict ``{code: class}``, or a ``.csv`` (code, class columns)
         or ``.json`` file of one.
+    multi_class : {"drop", "first", "mixed"}, default="drop"
+        The class of a value whose codes give several: ``"drop"``, none
+        (NaN); ``"first"``, that of its first code of the map;
+        ``"mixed"``, its classes in alphabetical order joined by ``+``
+        (``"CD+MI"``), a class of its own for each combination.
 
     Returns
     -------
@@ -205,13 +212,20 @@ def map_classes(values, class_map):
     array(['SB', 'AFIB', nan], dtype=object)
     >>> map_classes(["{'IMI': 100.0, 'SR': 0.0}", "IMI,CLBBB"], "ptbxl-superclasses")
     array(['MI', nan], dtype=object)
+    >>> map_classes(["IMI,CLBBB"], "ptbxl-superclasses", multi_class="mixed")
+    array(['CD+MI'], dtype=object)
     """
+    if multi_class not in ("drop", "first", "mixed"):
+        raise ValueError(f"multi_class must be 'drop', 'first' or 'mixed'; got {multi_class!r}.")
     mapping = read_class_map(class_map)
     out = np.full(len(values), np.nan, dtype=object)
     for i, value in enumerate(values):
         if value is None or (isinstance(value, float) and np.isnan(value)):
             continue
-        classes = {mapping[c.upper()] for c in _CODE.findall(str(value)) if c.upper() in mapping}
-        if len(classes) == 1:
-            out[i] = classes.pop()
+        codes = (c.upper() for c in _CODE.findall(str(value)))
+        classes = list(dict.fromkeys(mapping[c] for c in codes if c in mapping))  # in order
+        if len(classes) == 1 or (classes and multi_class == "first"):
+            out[i] = classes[0]
+        elif classes and multi_class == "mixed":
+            out[i] = "+".join(sorted(classes))
     return out

@@ -81,3 +81,13 @@ def test_a_csv_class_map_with_or_without_a_header_row(tmp_path):
     # A first row that may be a mapping stays one (its class is any word).
     path.write_text("426177001,class\n164889003,AFIB\n")
     assert read_class_map(path) == {"426177001": "class", "164889003": "AFIB"}
+
+
+def test_multi_class_keeps_values_of_several_classes():
+    values = ["IMI,CLBBB", "CLBBB IMI NORM", "IMI", "SR"]
+    first = map_classes(values, "ptbxl-superclasses", multi_class="first")
+    assert first[:3].tolist() == ["MI", "CD", "MI"]
+    mixed = map_classes(values, "ptbxl-superclasses", multi_class="mixed")
+    assert mixed[:3].tolist() == ["CD+MI", "CD+MI+NORM", "MI"] and np.isnan(mixed[3])
+    with pytest.raises(ValueError, match="multi_class must be"):
+        map_classes(values, "ptbxl-superclasses", multi_class="all")
