@@ -4,6 +4,8 @@ import re
 
 import numpy as np
 
+from .._utils import _with_longer_signals
+
 # tab10 without its green and red, which RetrievalDisplay keeps for "class
 # matches the query" and "does not"; tab20 without them for more classes.
 _CLASS_COLORS = {
@@ -26,6 +28,18 @@ def check_matplotlib(caller):
             "Install it with: pip install 'sklearn-crocs[plot]' (or pip install matplotlib)."
         ) from exc
     return plt
+
+
+def embedding_model(estimator):
+    """``estimator`` as every display embeds ECGs with it: whole records averaged.
+
+    The one rule of the displays, that of ``PrototypeRetriever``'s default
+    ``longer_signals="auto"``: a model fitted with ``sampling_rate`` embeds
+    an ECG longer than its frames (at the rate declared with
+    ``sampling_rate=``, else the model's) as the mean of its frames' embeddings,
+    whatever its own ``longer_signals``. ``estimator`` is not changed.
+    """
+    return _with_longer_signals(estimator, "auto")
 
 
 def class_colors(classes):

@@ -11,6 +11,7 @@ from ._base import (
     attribute_index,
     check_matplotlib,
     class_colors,
+    embedding_model,
     format_attribute,
     ordered_values,
 )
@@ -140,8 +141,10 @@ class PrototypeDisplay:
             Fitted estimator.
         X : array-like of ECG signals, default=None
             ECGs to show beside the prototypes (e.g. held-out data): frames,
-            or whole records (a list when their lengths differ) for a model
-            with ``longer_signals="average"``.
+            or whole records (a list when their lengths differ), each embedded
+            as the mean of its frames by a model fitted with ``sampling_rate``
+            (as by :class:`~sklearn_crocs.PrototypeRetriever` and
+            :class:`RetrievalDisplay`; the model is not changed).
         y : array-like or DataFrame, default=None
             True attributes of ``X``, for colouring the embeddings. Numbers
             of an attribute the model bins (``continuous``, e.g. ages in
@@ -172,7 +175,7 @@ class PrototypeDisplay:
         prototypes, attributes = estimator.get_prototypes(kind)
         vectors, embedding_attributes = prototypes, None
         if X is not None:
-            embeddings_all = estimator.transform(X, sampling_rate=sampling_rate)
+            embeddings_all = embedding_model(estimator).transform(X, sampling_rate=sampling_rate)
             keep = np.arange(len(embeddings_all))
             if len(keep) > max_embeddings:
                 rng = np.random.RandomState(random_state)

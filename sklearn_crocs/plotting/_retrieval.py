@@ -14,6 +14,7 @@ from ._base import (
     attribute_index,
     check_matplotlib,
     class_colors,
+    embedding_model,
     format_attribute,
     format_combination,
     ordered_values,
@@ -197,8 +198,10 @@ class RetrievalDisplay:
             in which case ``X`` is indexed here with ``prototypes``.
         X : array-like of shape (n_samples, n_timepoints) or (n_samples, n_leads, n_timepoints)
             The database of ECGs: frames, or whole records (a list when their
-            lengths differ), each embedded as the mean of its frames (see
-            ``PrototypeRetriever(longer_signals="auto")``).
+            lengths differ), each embedded as the mean of its frames by a model
+            fitted with ``sampling_rate``, as by :class:`PrototypeDisplay`
+            (the model is not changed); a retriever embeds as its
+            ``longer_signals`` says.
         y : array-like or DataFrame, default=None
             True attributes of ``X``, in the layout used in ``fit``.
         query : int, tuple or dict, default=0
@@ -244,7 +247,8 @@ class RetrievalDisplay:
             check_is_fitted(retriever)
         else:
             check_is_fitted(estimator)
-            retriever = PrototypeRetriever(FrozenEstimator(estimator), prototypes=prototypes)
+            model = FrozenEstimator(embedding_model(estimator))
+            retriever = PrototypeRetriever(model, prototypes=prototypes)
             retriever.fit(X, sampling_rate=sampling_rate)
         n_samples = X.shape[0] if hasattr(X, "shape") else len(X)
         if n_samples != retriever.n_samples_fit_:
