@@ -1,7 +1,7 @@
 """Records of the command line's RECORDS argument, read as frames with their attributes.
 
-Every input (a folder of WFDB and EDF records, an EDF file, a ``.npy`` or
-``.npz`` array, a bundled data set) becomes candidate records, read one at a
+Every input (a folder of WFDB and EDF records, one WFDB record, an EDF file,
+a ``.npy`` or ``.npz`` array, a bundled data set) becomes candidate records, read one at a
 time as :class:`~sklearn_crocs.datasets._records.RawRecord` at their own
 rate. Each record is conditioned whole (band-pass, optional notch,
 resampling to the working rate, per-lead scaling:
@@ -24,7 +24,6 @@ from .._guards import available_memory
 from .._utils import _MAX_TABLE_BYTES, _open_regular, _read_regular, _regular_size
 from ..datasets import load_ludb, load_ptbxl_sample
 from ..datasets._base import ExclusionLog, attribute_parser, parse_comments
-from ..datasets._class_maps import map_classes
 from ..datasets._edf import EDF_SUFFIXES, find_edf_files, import_edfio, read_edf_record
 from ..datasets._records import RawRecord, collect_signals
 from ..datasets._wfdb import (
@@ -214,7 +213,7 @@ def _npz_member(archive, key, path):
 
 
 def _files(path, repair_headers):
-    """A folder of WFDB records and EDF files, or a single EDF file."""
+    """A folder of WFDB records and EDF files, a single EDF file or one WFDB header."""
     if path.is_dir():
         wfdb_records = find_wfdb_records(path)
         edf_files = find_edf_files(path)
@@ -224,6 +223,9 @@ def _files(path, repair_headers):
             raise CommandError(f"{path} holds no WFDB records (*.hea) and no EDF files (*.edf).")
         paths = [*wfdb_records, *edf_files]
         relative = [p.relative_to(path) for p in paths]
+    elif path.suffix == ".hea":  # one WFDB record, named without its extension
+        base = path.with_suffix("")
+        wfdb_records, edf_files, paths, relative = [base], [], [base], [Path(base.name)]
     else:
         import_edfio()
         wfdb_records, edf_files, paths, relative = [], [path], [path], [Path(path.name)]
@@ -253,10 +255,13 @@ def _source(args, model_leads=None):
             raise CommandError(f"{text} has its own rate; leave out --sampling-rate.")
         return _bundled(text)
     path = Path(os.path.expanduser(text))
+    if not path.exists() and path.name and path.with_name(path.name + ".hea").exists():
+        path = path.with_name(path.name + ".hea")  # a WFDB record named without .hea
     if not path.exists():
         raise CommandError(
-            f"{path} does not exist; RECORDS is a folder of WFDB or EDF records, an .edf, "
-            f".npy or .npz file, or {' or '.join(BUNDLED)}."
+            f"{path} does not exist; RECORDS is a folder of WFDB or EDF records, a WFDB "
+            f"record (its .hea file or its name without it), an .edf, .npy or .npz file, or "
+            f"{' or '.join(BUNDLED)}."
         )
     if not path.is_dir() and not path.is_file():  # links are followed
         raise CommandError(
@@ -269,10 +274,9 @@ def _source(args, model_leads=None):
         raise CommandError(
             "--sampling-rate is for .npy and .npz arrays; WFDB and EDF records give their own rate."
         )
-    if path.is_file() and path.suffix.lower() not in EDF_SUFFIXES:
+    if path.is_file() and path.suffix.lower() not in EDF_SUFFIXES and path.suffix != ".hea":
         raise CommandError(
-            f"{path} is not a folder, an .edf, .npy or .npz file; for a WFDB record, give "
-            f"its folder."
+            f"{path} is not a folder, a WFDB header (.hea), an .edf, .npy or .npz file."
         )
     return _files(path, not args.no_repair_headers)
 
@@ -395,11 +399,11 @@ def _text(value):
     return str(value)
 
 
-def record_attributes(args, records, source, wanted, class_attribute=None, class_map=None):
+def record_attributes(args, records, source, wanted):
     """The attributes ``wanted`` of each record (NaN where unknown).
 
-    Values are kept as written, except sex (M/F), age (years) and the class
-    attribute under a class map (its class; NaN where it has none or several).
+    Values are kept as written, except sex (M/F) and age (years); the
+    commands read the class attribute's codes with the class map themselves.
     """
     if args.labels is None:
         if records.attributes is None:
@@ -456,12 +460,6 @@ def record_attributes(args, records, source, wanted, class_attribute=None, class
         column = source_table[_find_column(source_table.columns, name, where)]
         column = column.map(attribute_parser(name) or _text)  # sex and age as the loaders
         values[name] = column.to_numpy(dtype=object)
-        if name == class_attribute and class_map is not None:
-            written = values[name]
-            values[name] = map_classes(written, class_map)
-            lost = int(pd.isna(values[name]).sum() - pd.isna(written).sum())
-            if lost:
-                note(f"--class-map: {lost} record(s) have no class of the map, or several")
     return pd.DataFrame(values, index=range(len(records.names)))
 
 
