@@ -23,7 +23,7 @@ from .._persistence._pretrained import read_pretrained
 from .._retrieval import PrototypeRetriever
 from .._utils import _atomic_path
 from ..datasets._base import parse_age, parse_sex, progress
-from ..datasets._class_maps import map_classes, read_class_map
+from ..datasets._class_maps import read_class_map
 from ..preprocessing import AgeGroupEncoder, SignalConditioner
 from ..preprocessing._age_groups import group_labels
 from ..preprocessing._signals import NORMALIZE_METHODS, check_bandpass, check_rate
@@ -36,6 +36,7 @@ from ._common import (
     escape,
     note,
 )
+from ._notes import MULTI_CLASS, note_class_map, note_left_out, note_support, read_classes
 from ._records import read_records, record_attributes
 
 # Frames handed to the model at a time by predict and search (one progress step each).
@@ -170,7 +171,13 @@ def fit(args):
             f", in this order; the records give {','.join(records.lead_names)}. Pass --leads "
             "with the model's leads."
         )
-    y = record_attributes(args, records, source, args.attributes, class_attribute, class_map)
+    y = record_attributes(args, records, source, args.attributes)
+    written = y[class_attribute].to_numpy()
+    y[class_attribute] = read_classes(
+        written, class_map, args.multi_class, [] if class_map is None else class_map.values()
+    )
+    note_class_map(written, y[class_attribute].to_numpy(), class_map, args.multi_class,
+                   class_attribute)  # fmt: skip
     unknown = y.isna()
     # A record trains with what it has (its unknown attributes summed out); one with
     # no known attribute has nothing to learn from.
@@ -245,12 +252,14 @@ def fit(args):
         y_frames.reset_index(drop=True),
         groups=records.groups[records.frame_record[rows]],
     )
+    note_support(model, y[class_attribute].to_numpy(), records.groups[labelled])
     settings.update(
         {
             "lead_names": records.lead_names,
             "attributes": list(args.attributes),
             "class_attribute": class_attribute,
             "class_map": class_map,
+            "multi_class": args.multi_class,
             "age_groups": age_groups,
             "n_training_records": len(labelled),
         }
@@ -444,6 +453,12 @@ def _check_settings(settings, model):
         raise ValueError("class_map that is not a {code: class} table of strings")
     if class_map is not None:
         read_class_map(class_map)  # non-empty codes and classes
+    # Absent from the settings of models fitted before --multi-class: "drop", as they read.
+    if settings.get("multi_class", "drop") not in MULTI_CLASS:
+        raise ValueError(
+            f"multi_class {str(settings['multi_class'])[:40]!r}, not one of "
+            f"{', '.join(MULTI_CLASS)}"
+        )
 
 
 def _check_age_groups(age_groups, model):
@@ -553,7 +568,9 @@ def _model_query(pairs, model, settings):
             ages = pd.DataFrame({name: [parse_age(text)]})
             given = _age_groups(ages, {name: settings["age_groups"][name]})[name][0]
         elif name == settings.get("class_attribute") and settings.get("class_map"):
-            given = map_classes([text], settings["class_map"])[0]
+            # A class name as it is, a code by the class map, as score reads labels.
+            multi_class = settings.get("multi_class", "drop")
+            given = read_classes([text], settings["class_map"], multi_class, categories)[0]
             given = text if pd.isna(given) else given
         matches = [value for value in categories if str(value).lower() == str(given).lower()]
         if not matches:
@@ -664,24 +681,27 @@ def score(args):
         args, settings, leads=settings["lead_names"], model_leads=settings["lead_names"]
     )
     names = list(model.attribute_names_)
-    y = record_attributes(
-        args, records, source, settings["attributes"], settings.get("class_attribute"),
-        settings.get("class_map"),
+    labels = record_attributes(args, records, source, settings["attributes"])  # as written
+    y, class_attribute = labels.copy(), names[model.class_index_]
+    y[class_attribute] = read_classes(
+        labels[class_attribute], settings.get("class_map"), settings.get("multi_class", "drop"),
+        model.categories_[model.class_index_],
     )
     y = _age_groups(y, settings.get("age_groups", {}))
     known = ~y.isna().any(axis=1).to_numpy()
     for j, name in enumerate(names):  # values fit never saw cannot be scored
         known &= y[name].isin(list(model.categories_[j])).to_numpy()
-    if not known.all():
-        note(
-            f"left out {int((~known).sum())} record(s) with an unknown value, or one the "
-            "model was not fitted on"
-        )
+    note_left_out(labels, y, known, model, settings.get("class_map"))
     rows = np.flatnonzero(known[records.frame_record])
+    if not known.any():
+        raise CommandError(
+            "no record has labels the model knows (see the note above): nothing to score. "
+            f"Give the values of {', '.join(names)} that fit printed for the model."
+        )
     if len(rows) < max(args.k):
         raise CommandError(
-            f"only {len(rows)} frames have known values of {', '.join(names)}; --k "
-            f"{max(args.k)} needs at least that many."
+            f"only {len(rows)} frames have labels the model knows; --k {max(args.k)} needs "
+            "at least that many."
         )
     X = records.frames[rows]
     y = y.iloc[records.frame_record[rows]].reset_index(drop=True)

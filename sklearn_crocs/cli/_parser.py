@@ -177,7 +177,17 @@ def _add_attribute_arguments(fit):
         "statements to CD, HYP, MI, NORM, STTC), or a .csv file of code,class rows (a "
         "header row is optional: a first row whose first cell is code, dx, snomed, "
         "statement, scp_code or diagnosis is skipped, any other is a mapping) or a .json "
-        "file of {code: class}; records with no class or several are left out",
+        "file of {code: class}; records with no class are left out, and those of several "
+        "as --multi-class says",
+    )
+    fit.add_argument(
+        "--multi-class",
+        choices=["drop", "first", "mixed"],
+        default="drop",
+        help="with --class-map, the class of a record whose codes give several: drop, none "
+        "(the record is left out, or trains with its other attributes); first, that of its "
+        "first code; mixed, its classes joined by '+' (SB+SR), a class of each "
+        "combination; predict, search and score read labels the same way (default: drop)",
     )
     fit.add_argument(
         "--age-groups",
