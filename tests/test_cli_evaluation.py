@@ -138,3 +138,10 @@ def test_settings_multi_class_checked_and_drop_when_absent(ludb, model):
         assert "of 98 records." in out
     finally:
         path.write_text(original)
+
+
+def test_multi_class_needs_a_class_map(ludb):
+    argv = ["fit", ludb / "two.npz", "--sampling-rate", 500, "--labels", ludb / "classes.csv"]
+    status, _, err = run(*argv, "--attributes", "rhythm", "--multi-class", "first",
+                         "--model", ludb / "no-map", *FIT)  # fmt: skip
+    assert status == 1 and "--multi-class first needs --class-map." in error_line(err)

@@ -152,6 +152,8 @@ def fit(args):
             f"{','.join(args.attributes)}."
         )
     class_map = None
+    if args.class_map is None and args.multi_class != "drop":
+        raise CommandError(f"--multi-class {args.multi_class} needs --class-map.")
     if args.class_map is not None:
         try:
             class_map = read_class_map(args.class_map)
