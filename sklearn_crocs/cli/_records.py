@@ -301,10 +301,13 @@ def _condition_function(settings):
         "normalize": conditioning["normalize"],
     }
 
+    conditioner = SignalConditioner(**options)
+
     def condition(signal, rate):
-        # Whole records, one at a time: records may differ in length and rate.
-        conditioner = SignalConditioner(sampling_rate=rate, **options)
-        return conditioner.fit_transform(np.asarray(signal, dtype=np.float64)[np.newaxis])[0]
+        # Whole records, one at a time, each at its own rate (as the Python path's
+        # sampling_rates): records may differ in length and rate.
+        signal = np.asarray(signal, dtype=np.float64)[np.newaxis]
+        return conditioner.fit_transform(signal, sampling_rates=[rate])[0]
 
     return condition
 

@@ -66,7 +66,8 @@ class SignalSet:
     kept: np.ndarray  # indices of the loaded records among the candidates
     infos: list  # RawRecord.info of each kept record
     lead_names: list
-    fs: float
+    fs: float  # None when the records keep rates that differ
+    rates: object = None  # rate of each kept record, or None (a cached set: fs)
 
 
 def check_signal_length(signal_length):
@@ -256,8 +257,9 @@ class _Conformer:
     first usable record, and every later record must match it.
     """
 
-    def __init__(self, leads, fs, target_fs, signal_length, condition=None):
+    def __init__(self, leads, fs, target_fs, signal_length, condition=None, keep_rates=False):
         self.condition = condition
+        self.keep_rates = keep_rates
         self.requested_leads = leads
         self.leads = leads
         self.expected_fs = fs
@@ -301,7 +303,12 @@ class _Conformer:
                 f"{self.expected_fs:g} Hz. Pass on_error='skip' to leave such "
                 f"records out."
             )
-        if self.target_fs is None and self.fs is not None and rate != self.fs:
+        if (
+            self.target_fs is None
+            and not self.keep_rates
+            and self.fs is not None
+            and rate != self.fs
+        ):
             raise InvalidRecordError(
                 f"{raw.source}: sampling rate {rate:g} Hz differs from the "
                 f"{self.fs:g} Hz of the other records. Pass target_fs=... to "
@@ -353,7 +360,9 @@ class _Conformer:
         self.leads = reference
         if self.fs is None:
             self.fs = rate
-        return np.ascontiguousarray(signal, dtype=np.float32)
+        return np.ascontiguousarray(signal, dtype=np.float32), (
+            rate if self.target_fs is None else self.target_fs
+        )
 
 
 # The advice to skip an unusable record, at the end of InvalidRecordError messages.
@@ -390,6 +399,7 @@ def collect_signals(
     verbose=0,
     caller="load",
     condition=None,
+    keep_rates=False,
 ):
     """Read, conform and stack the records ``read(0) ... read(n - 1)``.
 
@@ -419,6 +429,9 @@ def collect_signals(
         ``condition(signal, rate) -> signal at target_fs``, applied to every
         record (its leads selected, at its own rate) instead of plain
         resampling, e.g. filtering before resampling. Needs ``target_fs``.
+    keep_rates : bool
+        Without ``target_fs``, let records keep rates that differ (their
+        ``SignalSet.rates``; ``fs`` is then None) instead of refusing them.
 
     Returns
     -------
@@ -448,18 +461,18 @@ def collect_signals(
                 )
             return signal_set
 
-    conform = _Conformer(leads, fs, target_fs, signal_length, condition)
+    conform = _Conformer(leads, fs, target_fs, signal_length, condition, keep_rates)
     if cache is not None:
         sink = _MemmapSink(n, cache)
     else:
         sink = _MemorySink(n, variable=signal_length == "variable")
-    kept, infos, skipped = [], [], []
+    kept, infos, rates, skipped = [], [], [], []
     lengths = {}  # signal_length="equal": samples -> names of the records of that length
     try:
         for i in progress(range(n), verbose=verbose, desc=caller):
             try:
                 raw = read(i)
-                signal = conform(raw)
+                signal, rate = conform(raw)
             except InvalidRecordError as exc:
                 if on_error == "raise":
                     raise
@@ -473,6 +486,7 @@ def collect_signals(
             sink.put(signal)
             kept.append(i)
             infos.append(raw.info)
+            rates.append(rate)
         if len(lengths) > 1:
             raise ValueError(_length_message(lengths, caller))
         if not kept:
@@ -498,7 +512,8 @@ def collect_signals(
         kept=np.asarray(kept, dtype=np.int64),
         infos=infos,
         lead_names=list(conform.leads),
-        fs=out_fs,
+        fs=out_fs if len(set(rates)) == 1 else None,
+        rates=rates,
     )
     if cache is not None:
         cache.save_meta(signal_set, skipped)

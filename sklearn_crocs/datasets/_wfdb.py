@@ -475,6 +475,7 @@ def read_wfdb_signals(
     caller,
     verify_checksums=True,
     wfdb_defaults=False,
+    keep_rates=False,
 ):
     """:func:`collect_signals` over WFDB records, warning about repairs."""
     checks = {"verify_checksums": verify_checksums, "wfdb_defaults": wfdb_defaults}
@@ -499,6 +500,7 @@ def read_wfdb_signals(
         cache=_wfdb_cache(cache_dir, cache_tag, records, params),
         verbose=verbose,
         caller=caller,
+        keep_rates=keep_rates,
     )
     warn_repaired(names, signal_set)
     return signal_set
@@ -610,7 +612,8 @@ def load_wfdb(
         "V1"]``). None: the leads of the first record, which all must share.
     target_fs : float, default=None
         Resample every record to this rate (Hz). None: all records must have
-        the first record's rate.
+        the first record's rate, except with ``signal_length="variable"``,
+        where each keeps its own (``sampling_rates``).
     signal_length : "equal", "variable" or int, default="equal"
         "equal": all records must have the same length; an int crops every
         record to that many samples (at the output rate; shorter records are
@@ -652,8 +655,14 @@ def load_wfdb(
             Record names (relative paths if names repeat).
         filenames : ndarray of shape (n_records,)
             Paths of the header files.
-        fs : float
-            Sampling rate of ``data`` in Hz.
+        fs : float or None
+            Sampling rate of ``data`` in Hz; None when the records keep rates
+            that differ.
+        sampling_rates : ndarray of shape (n_records,)
+            Sampling rate of each record of ``data`` in Hz; pass it to
+            :meth:`SignalConditioner.fit_transform
+            <sklearn_crocs.preprocessing.SignalConditioner.fit_transform>` as
+            ``sampling_rates``.
         lead_names : list of str
             Lead of each channel (standard leads spelled I, II, III, aVR, aVL,
             aVF, V1-V6).
@@ -715,6 +724,7 @@ def load_wfdb(
         cache_tag="wfdb",
         verbose=verbose,
         caller="load_wfdb",
+        keep_rates=signal_length == "variable" and target_fs is None,
     )
     kept = signal_set.kept
     comments = [info["comments"] for info in signal_set.infos]
@@ -746,11 +756,16 @@ def load_wfdb(
         record_names=np.asarray([names[i] for i in kept]),
         filenames=np.asarray([str(p.with_name(p.name + ".hea")) for p in kept_records]),
         fs=signal_set.fs,
+        sampling_rates=np.asarray(
+            [signal_set.fs] * len(kept) if signal_set.rates is None else signal_set.rates,
+            dtype=np.float64,
+        ),
         lead_names=signal_set.lead_names,
         excluded=log.frame(),
         DESCR=(
             f"{len(kept)} WFDB records loaded from {source} "
-            f"({len(signal_set.lead_names)} leads at {signal_set.fs} Hz); "
+            f"({len(signal_set.lead_names)} leads at "
+            f"{'several rates' if signal_set.fs is None else f'{signal_set.fs} Hz'}); "
             f"{log.count('skipped')} skipped."
         ),
     )

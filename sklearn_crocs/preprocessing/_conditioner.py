@@ -17,6 +17,7 @@ from ._signals import (
     NORMALIZE_METHODS,
     check_amplitude,
     check_bandpass,
+    check_rate,
     check_resampling,
     check_signal_layout,
     normalize_array,
@@ -95,10 +96,17 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
 
     Read more in the :ref:`User Guide <raw_recordings>`.
 
+    Records at different rates (as :func:`~sklearn_crocs.datasets.load_wfdb`
+    returns them with ``signal_length="variable"``, rates in its
+    ``sampling_rates``) are conditioned each at its own rate with
+    ``fit_transform(X, sampling_rates=rates)`` (or ``transform``), as each
+    would be alone, and all brought to ``target_rate``.
+
     Parameters
     ----------
     sampling_rate : float, default=None
-        Rate of the input signals in Hz; required by ``fit`` and ``transform``.
+        Rate of the input signals in Hz; required by ``fit`` and ``transform``
+        unless they are given ``sampling_rates``.
     target_rate : float, default=None
         Rate of the output in Hz; ``None`` keeps ``sampling_rate``.
     bandpass : tuple of (float, float or None), default=(0.67, 40.0)
@@ -165,29 +173,50 @@ class SignalConditioner(DocLinkMixin, TransformerMixin, BaseEstimator):
         self.notch = notch
         self.normalize = normalize
 
-    def _check_settings(self):
+    def _check_settings(self, rate):
         self._validate_params()
-        if self.sampling_rate is None:
+        if rate is None:
             raise ValueError(
-                "SignalConditioner needs the rate of the signals: pass sampling_rate=<Hz>."
+                "SignalConditioner needs the rate of the signals: pass sampling_rate=<Hz>, "
+                "or sampling_rates=<one rate per record> to fit and transform."
             )
-        check_bandpass(self.bandpass, self.sampling_rate, self.target_rate)
+        check_bandpass(self.bandpass, rate, self.target_rate)
 
-    def _validate(self, X, reset):
-        self._check_settings()
+    def _validate(self, X, reset, rate):
+        self._check_settings(rate)
         X = validate_data(self, X, reset=reset, allow_nd=True, dtype=[np.float64, np.float32])
         if X.ndim > 3:
             raise ValueError(
                 f"X must have shape (n_ecgs, n_samples) or (n_ecgs, n_leads, n_samples); "
                 f"got {X.shape}."
             )
-        check_signal_layout(X.shape, self.sampling_rate)
+        check_signal_layout(X.shape, rate)
         if self.target_rate is not None:  # before any filtering
-            check_resampling(X.shape, self.sampling_rate, self.target_rate)
+            check_resampling(X.shape, rate, self.target_rate)
         check_amplitude(X)
         return X
 
-    def fit(self, X, y=None):
+    def _rate_groups(self, X, sampling_rates):
+        """``[(rate, rows of X at that rate)]``: one entry at ``sampling_rate`` without
+        ``sampling_rates``."""
+        if sampling_rates is None:
+            return [(self.sampling_rate, None)]
+        rates = np.asarray(sampling_rates, dtype=object)
+        if rates.ndim != 1 or len(rates) != len(X):
+            raise ValueError(
+                f"sampling_rates must give one rate per record of X ({len(X)} records); got "
+                f"{rates.size} values of shape {rates.shape}."
+            )
+        rates = np.array([check_rate(r, "each of sampling_rates") for r in rates])
+        distinct = np.unique(rates)
+        if len(distinct) > 1 and self.target_rate is None:
+            raise ValueError(
+                f"sampling_rates holds {len(distinct)} different rates; set target_rate=<Hz> "
+                "to bring every record to one rate."
+            )
+        return [(float(rate), np.flatnonzero(rates == rate)) for rate in distinct]
+
+    def fit(self, X, y=None, *, sampling_rates=None):
         """Validate ``X`` and the settings; nothing is learned.
 
         Parameters
@@ -198,20 +227,50 @@ or list of arrays
             lengths (each ``(n_samples_i,)`` or ``(n_leads, n_samples_i)``).
         y : None
             Ignored.
+        sampling_rates : array-like of shape (n_ecgs,), default=None
+            Rate of each record in Hz, instead of ``sampling_rate``; records
+            of different rates need ``target_rate``.
 
         Returns
         -------
         self : SignalConditioner
         """
-        groups = _length_groups(X)
-        if groups is None:
-            self._validate(X, reset=True)
-            return self
-        for k, rows in enumerate(groups):  # the records of each length as one array
-            self._validate(np.stack([X[i] for i in rows]), reset=k == 0)
+        reset = True
+        for rate, rows in self._rate_groups(X, sampling_rates):
+            records = X if rows is None else [X[i] for i in rows]
+            groups = _length_groups(records)
+            for group in [None] if groups is None else groups:  # each length as one array
+                self._validate(
+                    records if group is None else np.stack([records[i] for i in group]),
+                    reset=reset,
+                    rate=rate,
+                )
+                reset = False
         return self
 
-    def transform(self, X):
+    def fit_transform(self, X, y=None, *, sampling_rates=None):
+        """Validate ``X`` and condition it, as ``fit(X).transform(X)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_ecgs, n_samples) or (n_ecgs, n_leads, n_samples), \
+or list of arrays
+            Signals at ``sampling_rate`` (or ``sampling_rates``).
+        y : None
+            Ignored.
+        sampling_rates : array-like of shape (n_ecgs,), default=None
+            Rate of each record in Hz, instead of ``sampling_rate``.
+
+        Returns
+        -------
+        X_conditioned : ndarray or list of ndarray
+            As :meth:`transform` returns it.
+        """
+        return self.fit(X, sampling_rates=sampling_rates).transform(
+            X, sampling_rates=sampling_rates
+        )
+
+    def transform(self, X, *, sampling_rates=None):
         """Filter, resample and scale each ECG and lead of ``X``.
 
         Parameters
@@ -220,22 +279,39 @@ or list of arrays
 or list of arrays
             Signals at ``sampling_rate``, in mV when ``normalize=None``; a
             list may hold records of different lengths.
+        sampling_rates : array-like of shape (n_ecgs,), default=None
+            Rate of each record in Hz, instead of ``sampling_rate``: each
+            record is conditioned at its own rate, as it would be alone.
+            Records of different rates need ``target_rate``.
 
         Returns
         -------
         X_conditioned : ndarray of shape (n_ecgs, [n_leads,] n_samples_out), dtype float32, \
 or list of ndarray
             ``n_samples_out = ceil(n_samples * target_rate / sampling_rate)``;
-            a list of one array per record for records of different lengths.
+            a list of one array per record for records of different lengths
+            or rates.
         """
+        by_rate = self._rate_groups(X, sampling_rates)
+        if len(by_rate) > 1:  # one list, each record at its own rate
+            out = [None] * len(X)
+            for rate, rows in by_rate:
+                records = self._transform([X[i] for i in rows], rate)
+                for i, record in zip(rows, records):
+                    out[i] = record
+            return out
+        return self._transform(X, by_rate[0][0])
+
+    def _transform(self, X, rate):
+        """``transform(X)`` of records at one ``rate``."""
         groups = _length_groups(X)
         if groups is not None:  # each record filtered whole, as on its own
             out = [None] * len(X)
             for rows in groups:
-                for i, record in zip(rows, self.transform(np.stack([X[i] for i in rows]))):
+                for i, record in zip(rows, self._transform(np.stack([X[i] for i in rows]), rate)):
                     out[i] = record
             return out
-        X = self._validate(X, reset=False)
+        X = self._validate(X, reset=False, rate=rate)
         if self.normalize is None and X.size:
             level = float(np.median(np.abs(X)))
             if level > _MAX_PLAUSIBLE_MV:
@@ -248,7 +324,7 @@ or list of ndarray
                 )
         out = _condition(
             X.astype(np.float64, copy=False),
-            self.sampling_rate,
+            rate,
             self.target_rate,
             None if self.bandpass is None else tuple(self.bandpass),
             self.notch,
