@@ -185,9 +185,9 @@ def _add_attribute_arguments(fit):
         choices=["drop", "first", "mixed"],
         default="drop",
         help="with --class-map, the class of a record whose codes give several: drop, none "
-        "(the record is left out, or trains with its other attributes); first, that of its "
-        "first code; mixed, its classes joined by '+' (SB+SR), a class of each "
-        "combination; predict, search and score read labels the same way (default: drop)",
+        "(the record is left out, or trains with its other attributes); first, that of the "
+        "first of its codes in the map; mixed, its classes joined by '+' (SB+SR), a class "
+        "of each combination; search and score read codes the same way (default: drop)",
     )
     fit.add_argument(
         "--age-groups",
