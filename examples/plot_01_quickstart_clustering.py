@@ -24,7 +24,6 @@ that no patient is on both sides.
 import sys
 
 import matplotlib.pyplot as plt
-import pandas as pd
 from sklearn.metrics import ConfusionMatrixDisplay
 
 from sklearn_crocs import CROCSClusterer

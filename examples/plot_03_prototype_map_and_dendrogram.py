@@ -22,7 +22,6 @@ Two views of what CROCS learns:
 import math
 
 import matplotlib.pyplot as plt
-import pandas as pd
 
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.datasets import load_ptbxl_sample_frames

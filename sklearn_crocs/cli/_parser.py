@@ -72,7 +72,8 @@ def _common_parser():
         "records",
         metavar="RECORDS",
         help="a folder of WFDB records (.hea) and EDF/EDF+ files (.edf), searched "
-        "recursively; one .edf file; a .npy or .npz array of shape (n_records, n_leads, "
+        "recursively; one WFDB record (x.hea, or x without .hea); one .edf file; a .npy "
+        "or .npz array of shape (n_records, n_leads, "
         "n_samples) with --sampling-rate; or the bundled data: " + " or ".join(BUNDLED),
     )
     common.add_argument(
@@ -310,7 +311,7 @@ def _search_parser(sub, common):
         "--example",
         metavar="EXAMPLES",
         help="search by example ECG: each record of EXAMPLES (read as RECORDS is, e.g. a "
-        "folder or one .edf file) is a query, named example=<record>",
+        "folder, one WFDB record x.hea or one .edf file) is a query, named example=<record>",
     )
     search.add_argument(
         "--k", type=_positive_int, default=10, help="records per query (default: 10)"
