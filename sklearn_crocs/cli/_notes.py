@@ -81,14 +81,17 @@ def note_support(model, classes, groups):
     empty = np.flatnonzero(model.prototype_counts_ == 0)
     if len(empty):
         attributes = model.get_prototypes()[1]
-        shown = "; ".join(
-            ",".join(f"{name}={value}" for name, value in zip(model.attribute_names_, row))
-            for row in attributes[empty[:3]]
-        )
+        # Named as fit names the categories: only attributes of at most 10 values.
+        shown = ""
+        if all(len(c) <= 10 for c in model.categories_):
+            shown = " (" + "; ".join(
+                ",".join(f"{name}={value}" for name, value in zip(model.attribute_names_, row))
+                for row in attributes[empty[:3]]
+            ) + (" and more" if len(empty) > 3 else "") + ")"
         note(
-            f"{len(empty)} of {len(attributes)} prototypes have no training ECG ({shown}"
-            f"{' and more' if len(empty) > 3 else ''}): no record has these values "
-            "together, so a prediction of them or a search for them rests on no example"
+            f"{len(empty)} of {len(attributes)} prototypes have no training ECG{shown}: no "
+            "record has these values together, so a prediction of them or a search for "
+            "them rests on no example"
         )
     known = pd.notna(classes)
     patients = pd.Series(groups[known]).groupby(np.asarray(classes)[known]).nunique()
