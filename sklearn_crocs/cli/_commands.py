@@ -56,7 +56,7 @@ def _age_groups(y, age_groups):
 # ----------------------------------------------------------------- commands
 
 
-def _check_output(path, force, *, folder=False, option="--out"):
+def check_output(path, force, *, folder=False, option="--out"):
     """Refuse to replace an existing output unless ``--force``, and a link even then."""
     path = Path(path)
     if folder:
@@ -67,7 +67,7 @@ def _check_output(path, force, *, folder=False, option="--out"):
                 f"--model {path} exists and is not empty; pass --force to overwrite it."
             )
         for name in (MODEL_FILE, SETTINGS_FILE):  # refused now rather than after training
-            _check_output(path / name, True, option="--model:")
+            check_output(path / name, True, option="--model:")
     elif path.is_symlink():  # dangling or not: a file written there would land elsewhere
         raise CommandError(
             f"{option} {path} is a symbolic link; sklearn-crocs writes no file through a "
@@ -95,12 +95,12 @@ def _finite(records, frames=None):
         ) from None
 
 
-def _write_csv(frame, path, force):
+def write_csv(frame, path, force):
     with _atomic_path(path, replace=force) as tmp:
         frame.to_csv(tmp, index=False)
 
 
-def _fit_settings(args):
+def fit_settings(args):
     """The reading settings of ``fit``: rate, frames and conditioning."""
     # The estimator's working rate is the default, read from it rather than repeated here.
     try:
@@ -140,10 +140,8 @@ def _fit_settings(args):
     }
 
 
-def fit(args):
-    model_dir = _check_output(args.model, args.force, folder=True)
-    if args.labels is None and args.record_column is not None:
-        raise CommandError("--record-column needs --labels.")
+def check_attributes(args):
+    """fit's ``--attributes``, ``--class-attribute`` and ``--class-map``, checked and read."""
     _check_output_names(args.attributes, "--attributes")
     class_attribute = args.class_attribute or args.attributes[0]
     if class_attribute not in args.attributes:
@@ -159,20 +157,16 @@ def fit(args):
             class_map = read_class_map(args.class_map)
         except (TypeError, ValueError) as exc:
             raise CommandError(f"--class-map: {exc}") from exc
-    settings = _fit_settings(args)
-    start, start_settings = None, None
-    if args.start_from is not None:
-        start_args = argparse.Namespace(model=args.start_from, device=None)
-        start, start_settings = _load_model(start_args)
-        _check_start(args.start_from, start_settings, settings)
-    leads = args.leads if start is None else args.leads or start_settings["lead_names"]
-    records, source = read_records(args, settings, leads=leads)
-    if start is not None and records.lead_names != start_settings["lead_names"]:
-        raise CommandError(
-            f"--from {args.start_from} reads the leads {','.join(start_settings['lead_names'])}"
-            f", in this order; the records give {','.join(records.lead_names)}. Pass --leads "
-            "with the model's leads."
-        )
+    return class_attribute, class_map
+
+
+def fit_labels(args, records, source, class_attribute, class_map):
+    """The attributes fit learns: ``(y, labelled, age_groups)``.
+
+    ``y`` holds the labelled records' attributes (classes by the class map,
+    ages in groups learned from these records), ``labelled`` their positions
+    among ``records``; records with no known attribute are left out.
+    """
     y = record_attributes(args, records, source, args.attributes)
     written = y[class_attribute].to_numpy()
     y[class_attribute] = read_classes(
@@ -221,9 +215,11 @@ def fit(args):
                 "labels": list(encoder.labels_),
                 "edges": encoder.bin_edges_[1:-1].tolist(),
             }
-    rows = np.flatnonzero(np.isin(records.frame_record, labelled))
-    # Record number among the labelled ones, for each frame.
-    y_frames = y.iloc[np.searchsorted(labelled, records.frame_record[rows])]
+    return y, labelled, age_groups
+
+
+def new_model(args, settings, class_attribute, start=None):
+    """The CROCSClusterer of fit's options, at the working rate of ``settings``."""
     params = {
         name: getattr(args, name)
         for name in (
@@ -239,7 +235,7 @@ def fit(args):
     }
     working_rate = settings["working_rate"]
     # The frames are already at the working rate: the model records it and resamples nothing.
-    model = CROCSClusterer(
+    return CROCSClusterer(
         **params,
         sampling_rate=working_rate,
         working_rate=working_rate,
@@ -249,6 +245,32 @@ def fit(args):
         verbose=0 if args.quiet else 1,
         pretrained=start,
     )
+
+
+def fit(args):
+    model_dir = check_output(args.model, args.force, folder=True)
+    if args.labels is None and args.record_column is not None:
+        raise CommandError("--record-column needs --labels.")
+    class_attribute, class_map = check_attributes(args)
+    settings = fit_settings(args)
+    start, start_settings = None, None
+    if args.start_from is not None:
+        start_args = argparse.Namespace(model=args.start_from, device=None)
+        start, start_settings = _load_model(start_args)
+        _check_start(args.start_from, start_settings, settings)
+    leads = args.leads if start is None else args.leads or start_settings["lead_names"]
+    records, source = read_records(args, settings, leads=leads)
+    if start is not None and records.lead_names != start_settings["lead_names"]:
+        raise CommandError(
+            f"--from {args.start_from} reads the leads {','.join(start_settings['lead_names'])}"
+            f", in this order; the records give {','.join(records.lead_names)}. Pass --leads "
+            "with the model's leads."
+        )
+    y, labelled, age_groups = fit_labels(args, records, source, class_attribute, class_map)
+    rows = np.flatnonzero(np.isin(records.frame_record, labelled))
+    # Record number among the labelled ones, for each frame.
+    y_frames = y.iloc[np.searchsorted(labelled, records.frame_record[rows])]
+    model = new_model(args, settings, class_attribute, start)
     model.fit(
         records.frames[rows],
         y_frames.reset_index(drop=True),
@@ -497,7 +519,7 @@ def _read_for_model(args, settings):
 
 
 def predict(args):
-    out = _check_output(args.out, args.force)
+    out = check_output(args.out, args.force)
     model, settings = _load_model(args)
     records = _read_for_model(args, settings)
     frames, frame_record = records.frames, records.frame_record
@@ -522,7 +544,7 @@ def predict(args):
         for j, name in enumerate(model.attribute_names_):
             same = attributes[:, j][np.newaxis, :] == best[:, j][:, np.newaxis]
             table[f"{name}_proba"] = (mean * same).sum(axis=1).round(6)
-    _write_csv(table, out, args.force)
+    write_csv(table, out, args.force)
     print(escape(f"Predicted the attributes of {n_records} records; written to {out}"))
     return 0
 
@@ -609,7 +631,7 @@ def _nearest_records(distances, indices, frame_record, k):
 
 
 def search(args):
-    out = _check_output(args.out, args.force)
+    out = check_output(args.out, args.force)
     if args.example is not None and args.query:
         raise CommandError("--query and --example are two kinds of query; pass one of them.")
     model, settings = _load_model(args)
@@ -659,7 +681,7 @@ def search(args):
             hits.append((label, rank, records.names[record], distance))
     table = pd.DataFrame(hits, columns=["query", "rank", "record", "distance"])
     table["distance"] = table["distance"].round(6)
-    _write_csv(table, out, args.force)
+    write_csv(table, out, args.force)
     print(
         escape(
             f"Wrote the {min(args.k, n_records)} nearest records for {len(labels)} "
@@ -667,6 +689,32 @@ def search(args):
         )
     )
     return 0
+
+
+def scorable(y, model):
+    """Whether each row of ``y`` has all attributes known, with values the model was fitted on."""
+    known = ~y.isna().any(axis=1).to_numpy()
+    for j, name in enumerate(model.attribute_names_):  # values fit never saw cannot be scored
+        known &= y[name].isin(list(model.categories_[j])).to_numpy()
+    return known
+
+
+def retrieval_query(pairs, model, settings):
+    """The prototype that retrieval.png shows: of those with the values of ``--query`` (any
+    attribute left out takes any value), the one of most training ECGs; the first
+    prototype may have none, and so retrieve nothing alike."""
+    query = {} if pairs is None else _model_query(pairs, model, settings)
+    attributes = pd.DataFrame(model.get_prototypes()[1], columns=model.attribute_names_)
+    chosen = np.ones(len(attributes), dtype=bool)
+    for name, value in query.items():
+        chosen &= (attributes[name] == value).to_numpy()
+    best = np.argmax(np.where(chosen, model.prototype_counts_, -1))
+    return attributes.iloc[best].to_dict()
+
+
+def save_figure(figure, path, force):
+    with _atomic_path(path, replace=force) as tmp:  # its name ends in .tmp
+        figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
 
 
 def score(args):
@@ -677,8 +725,9 @@ def score(args):
     if out_dir.exists() and not out_dir.is_dir():
         raise CommandError(f"--out-dir {out_dir} is a file, not a folder.")
     for path in written:
-        _check_output(path, args.force, option="--out-dir:")
+        check_output(path, args.force, option="--out-dir:")
     model, settings = _load_model(args)
+    query = retrieval_query(args.query, model, settings)
     records, source = read_records(
         args, settings, leads=settings["lead_names"], model_leads=settings["lead_names"]
     )
@@ -690,9 +739,7 @@ def score(args):
         model.categories_[model.class_index_],
     )
     y = _age_groups(y, settings.get("age_groups", {}))
-    known = ~y.isna().any(axis=1).to_numpy()
-    for j, name in enumerate(names):  # values fit never saw cannot be scored
-        known &= y[name].isin(list(model.categories_[j])).to_numpy()
+    known = scorable(y, model)
     note_left_out(labels, y, known, model, settings.get("class_map"))
     rows = np.flatnonzero(known[records.frame_record])
     if not known.any():
@@ -714,8 +761,8 @@ def score(args):
     with _finite(records, rows):
         result = evaluate_prototypes(model, X, y, k=args.k, file=sys.stdout)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _write_csv(result.clustering.reset_index(), written[0], args.force)
-    _write_csv(result.retrieval.reset_index(), written[1], args.force)
+    write_csv(result.clustering.reset_index(), written[0], args.force)
+    write_csv(result.retrieval.reset_index(), written[1], args.force)
     try:
         import matplotlib
 
@@ -728,11 +775,10 @@ def score(args):
 
     displays = [
         PrototypeDisplay.from_estimator(model, X, y),
-        RetrievalDisplay.from_estimator(model, X, y, n_neighbors=min(6, len(X))),
+        RetrievalDisplay.from_estimator(model, X, y, query=query, n_neighbors=min(6, len(X))),
     ]
     for display, path in zip(displays, written[2:]):
-        with _atomic_path(path, replace=args.force) as tmp:  # its name ends in .tmp
-            display.figure_.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+        save_figure(display.figure_, path, args.force)
     plt.close("all")
     print(escape(f"Tables and figures written to {out_dir}"))
     return 0

@@ -14,7 +14,7 @@ from .. import __version__
 from ._common import BUNDLED, SHIPPED_MODELS, CommandError, escape
 from ._job import main as main_job
 
-SUBCOMMANDS = ("fit", "predict", "search", "score")
+SUBCOMMANDS = ("fit", "predict", "search", "score", "evaluate")
 # Whether fit conditions whole records (band-pass 0.67-40 Hz, per-lead z-score)
 # before cutting frames: the one place that sets the default of --conditioning.
 CONDITIONING_DEFAULT = True
@@ -65,8 +65,9 @@ def _positive_float(text):
     return value
 
 
-def _common_parser():
-    """The arguments of every command: the records, the model and how to read them."""
+def _common_parser(model=True):
+    """The arguments of every command: the records, the model and how to read them
+    (evaluate fits its own models: no ``--model``)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "records",
@@ -83,13 +84,14 @@ def _common_parser():
         help="rate of a .npy or .npz array in Hz (required for arrays; WFDB and EDF "
         "records give their own)",
     )
-    common.add_argument(
-        "--model",
-        required=True,
-        metavar="MODEL",
-        help="folder of the model (fit: the folder to write); predict, search and score "
-        "also take the model shipped with the package: " + " or ".join(SHIPPED_MODELS),
-    )
+    if model:
+        common.add_argument(
+            "--model",
+            required=True,
+            metavar="MODEL",
+            help="folder of the model (fit: the folder to write); predict, search and score "
+            "also take the model shipped with the package: " + " or ".join(SHIPPED_MODELS),
+        )
     common.add_argument(
         "--device",
         default=None,
@@ -340,6 +342,11 @@ def _score_parser(sub, common):
         metavar="NAME",
         help="column of --labels with the record names (default: its first column)",
     )
+    _add_scoring_arguments(score)
+
+
+def _add_scoring_arguments(score):
+    """What score and evaluate report: P@K and the query of retrieval.png."""
     score.add_argument(
         "--k",
         type=_positive_int,
@@ -348,6 +355,51 @@ def _score_parser(sub, common):
         help="numbers of frames retrieved per prototype in the retrieval table (default: "
         "1 5 10)",
     )
+    score.add_argument(
+        "--query",
+        type=_query_pairs,
+        metavar="QUERY",
+        help="attribute values, as search --query takes them, e.g. 'rhythm=SR': "
+        "retrieval.png shows the retrieval of the prototype of most training ECGs among those "
+        "with these values (default: among all prototypes)",
+    )
+
+
+def _evaluate_parser(sub, common):
+    evaluate = sub.add_parser(
+        "evaluate",
+        parents=[common],
+        help="fit and score on held-out patients, or cross-validate: tables and figures",
+        description="Read RECORDS and their attributes as fit does, split the records by "
+        "patient (a held-out part stratified by the class attribute, or --cv folds), fit a "
+        "model with fit's options on each training part and score it on the held-out "
+        "patients as score does. Writes to --out-dir: split.csv (each record's patient and "
+        "part), clustering.csv (accuracy, AMI and balanced accuracy per attribute; with "
+        "--cv one row per fold and method and their mean (std)), retrieval.csv (P@K), "
+        "per_class.csv (recall of each class of the class attribute), confusion.png (its "
+        "confusion matrix) and retrieval.png; with --cv, per_class.csv and confusion.png "
+        "pool the folds' held-out records. No model is written: fit one on all records.",
+    )
+    evaluate.add_argument("--out-dir", required=True, metavar="DIR", help="the folder to write")
+    split = evaluate.add_mutually_exclusive_group()
+    split.add_argument(
+        "--test-size",
+        type=_positive_float,
+        default=0.2,
+        metavar="FRACTION",
+        help="fraction of the patients held out for scoring (default: 0.2)",
+    )
+    split.add_argument(
+        "--cv",
+        type=_positive_int,
+        metavar="K",
+        help="K-fold cross-validation by patient, stratified by the class attribute, "
+        "instead of one held-out part",
+    )
+    _add_attribute_arguments(evaluate)
+    _add_reading_arguments(evaluate)
+    _add_estimator_arguments(evaluate)
+    _add_scoring_arguments(evaluate)
 
 
 def _parser():
@@ -362,6 +414,7 @@ def _parser():
     sub = parser.add_subparsers(dest="command", required=True)
     for add_command in (_fit_parser, _predict_parser, _search_parser, _score_parser):
         add_command(sub, common)
+    _evaluate_parser(sub, _common_parser(model=False))
     return parser
 
 
@@ -405,9 +458,12 @@ def main(argv=None):
         _check_device(getattr(args, "device", None))
         with warnings.catch_warnings():
             # Imported once the command line is parsed: numpy, pandas and torch take seconds.
-            from . import _commands
+            if args.command == "evaluate":
+                from ._evaluate import evaluate as command
+            else:
+                from . import _commands
 
-            command = getattr(_commands, args.command)
+                command = getattr(_commands, args.command)
             warnings.showwarning = _show_warning
             return command(args)
     except KeyboardInterrupt:

@@ -17,6 +17,11 @@ from ._retrieval import chance_precision_at_k, match_label, matchable_queries, r
 
 __all__ = ["evaluate_prototypes"]
 
+#: What the clustering table's majority row is, printed below it.
+MAJORITY = (
+    "The majority row: each attribute's most frequent value among the training ECGs, not "
+    "the held-out ones."
+)
 #: Method names of the paper for the two prototype sets.
 PROTOTYPE_KINDS = {"CP CROCS": "learned", "TP CROCS": "mean"}
 
@@ -186,6 +191,8 @@ def evaluate_prototypes(
         unit = " (%)" if percent else ""
         print(f"Clustering of {len(y_true)} held-out ECGs{unit}:", file=file)
         print(escape(clustering.to_string(), lines=True), file=file)
+        if baselines:
+            print(MAJORITY, file=file)
         print(file=file)
         print(
             f"Retrieval of the K nearest of {len(y_true)} held-out ECGs per prototype, P@K{unit}:",
