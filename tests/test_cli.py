@@ -313,14 +313,14 @@ def test_missing_folder_and_model(cinc, tmp_path):
 
 
 def test_help_and_version():
-    for command in ("fit", "predict", "search"):
+    for command in ("fit", "predict", "search", "evaluate"):
         status, out, _ = run(command, "--help")
         assert status == 0 and out.startswith(f"usage: sklearn-crocs {command}")
     status, out, _ = run("--version")
     assert status == 0 and out.strip() == f"sklearn-crocs {sklearn_crocs.__version__}"
     # The main job's help names the subcommands.
     status, out, _ = run("--help")
-    assert status == 0 and "sklearn-crocs fit, predict, search and score" in " ".join(out.split())
+    assert status == 0 and "sklearn-crocs fit, predict, search, score and evaluate" in " ".join(out.split())
 
 
 def test_without_subcommand_runs_the_main_job(monkeypatch):

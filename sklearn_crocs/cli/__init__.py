@@ -1,7 +1,7 @@
 """The ``sklearn-crocs`` command: CROCS on ECG records, without Python.
 
-``sklearn-crocs fit``, ``predict``, ``search`` and ``score`` read a folder of WFDB
-records (e.g. PhysioNet/CinC challenge or LUDB folders) and EDF/EDF+ files,
+``sklearn-crocs fit``, ``predict``, ``search``, ``score`` and ``evaluate`` read a
+folder of WFDB records (e.g. PhysioNet/CinC challenge or LUDB folders) and EDF/EDF+ files,
 an EDF file, a ``.npy``/``.npz`` array with ``--sampling-rate``, or the
 bundled data (``bundled:ptbxl-sample``, ``bundled:ludb``). Each record is
 read at its own rate, conditioned whole to the working rate
@@ -15,7 +15,8 @@ exactly as ``fit`` did, whatever their rate. Without a subcommand the command
 runs the main job (:mod:`sklearn_crocs.cli._job`).
 
 The parser is in :mod:`~sklearn_crocs.cli._parser`, the commands in
-:mod:`~sklearn_crocs.cli._commands` and the reading of records in
+:mod:`~sklearn_crocs.cli._commands` (``evaluate`` in
+:mod:`~sklearn_crocs.cli._evaluate`) and the reading of records in
 :mod:`~sklearn_crocs.cli._records`. This package is the command line, not a
 Python API: its one name, ``main``, is the entry point.
 

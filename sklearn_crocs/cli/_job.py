@@ -60,7 +60,7 @@ def main(argv=None):
         prog="python -m sklearn_crocs",
         description="Train CROCS on bundled real ECGs and evaluate it on held-out patients.",
         epilog="For your own records (WFDB or EDF/EDF+ files, .npy/.npz arrays): "
-        "sklearn-crocs fit, predict, search and score (see sklearn-crocs fit --help).",
+        "sklearn-crocs fit, predict, search, score and evaluate (see sklearn-crocs fit --help).",
     )
     parser.add_argument("--version", action="version", version=f"sklearn-crocs {__version__}")
     parser.add_argument(
