@@ -63,6 +63,8 @@ def test_evaluate_cross_validates(ludb, tmp_path):
     split = pd.read_csv(tmp_path / "out" / "split.csv")
     assert sorted(split["part"].unique()) == ["fold 1", "fold 2", "fold 3"]
     assert (split.groupby("patient")["part"].nunique() == 1).all()
+    status, _, err = evaluate(ludb, tmp_path / "other", "--cv", "1")
+    assert status == 1 and "--cv needs at least 2 folds" in err
 
 
 def test_score_query_chooses_the_retrieval_figure(ludb, tmp_path, monkeypatch):

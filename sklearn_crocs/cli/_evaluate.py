@@ -46,8 +46,8 @@ def _splits(args, groups, classes):
                 random_state=args.random_state,
             )  # fmt: skip
             return [(train, test)]
-        if args.cv < 2 or args.cv > n_patients:
-            raise ValueError(f"--cv {args.cv}: needs 2 to {n_patients} (the patients) folds")
+        if args.cv > n_patients:
+            raise ValueError(f"--cv {args.cv} is more folds than the {n_patients} patients")
         folds = StratifiedGroupKFold(args.cv, shuffle=True, random_state=args.random_state)
         with warnings.catch_warnings():
             # A class of fewer patients than folds is in some folds only; per_class.csv pools them.
@@ -93,6 +93,10 @@ def evaluate(args):
     written = [check_output(out_dir / n, args.force, option="--out-dir:") for n in FILES]
     if args.labels is None and args.record_column is not None:
         raise CommandError("--record-column needs --labels.")
+    if args.cv is None and not args.test_size < 1:
+        raise CommandError(f"--test-size {args.test_size:g} leaves no patient for training.")
+    if args.cv is not None and args.cv < 2:
+        raise CommandError("--cv needs at least 2 folds.")
     class_attribute, class_map = check_attributes(args)
     settings = fit_settings(args)
     records, source = read_records(args, settings, leads=args.leads)
