@@ -9,10 +9,10 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from test_cli import run
 
 from sklearn_crocs import CROCSClusterer, PrototypeRetriever
 from sklearn_crocs._utils import _atomic_path
-from sklearn_crocs.cli import main
 from sklearn_crocs.cli._job import _figure
 from sklearn_crocs.cli._job import main as job_main
 from sklearn_crocs.metrics import evaluate_prototypes
@@ -21,16 +21,6 @@ pytestmark = pytest.mark.xdist_group("cli")
 
 # An attribute name that would colour the terminal red and ring its bell.
 NAME = "a\x1b[31mb\x07"
-
-
-def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = main([str(arg) for arg in argv])
-        except SystemExit as exc:
-            status = exc.code
-    return status, out.getvalue(), err.getvalue()
 
 
 def error_line(err):
