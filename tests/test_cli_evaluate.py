@@ -96,3 +96,14 @@ def test_score_query_chooses_the_retrieval_figure(ludb, tmp_path, monkeypatch):
     assert queries[-1]["rhythm"] == "SR"
     status, _, err = run(*argv, "--out-dir", tmp_path / "c", "--query", "rhythm=XX")
     assert status == 1 and "not a value of 'rhythm'" in err
+
+
+def test_age_groups_are_learned_from_the_training_records_only():
+    from sklearn_crocs.cli._commands import bin_ages_of
+
+    y = pd.DataFrame({"age": [20.0, 30, 40, 50, 60, 70, 80, 90], "sex": ["F", "M"] * 4})
+    train = np.arange(4)  # the young ones
+    binned, groups = bin_ages_of(y, train, 2)
+    assert groups["age"]["edges"] == [35.0]  # the median of 20-50, not of all
+    assert binned["age"].tolist() == ["<=34", "<=34", ">=35", ">=35"] + [">=35"] * 4
+    assert y["age"].dtype == float  # the years are left as they are

@@ -82,7 +82,7 @@ def test_every_command_on_the_hospital_folder(hospital, tmp_path):
     assert "Scored on 153 frames of 102 records" in out
     for split in (["--test-size", 0.3], ["--cv", 2]):
         argv = ["evaluate", records, "--labels", folder / "codes.csv", "--attributes"]
-        argv += ["rhythm,sex", "--class-map", folder / "map.csv", *split, *TINY]
+        argv += ["rhythm,sex,age", "--class-map", folder / "map.csv", *split, *TINY]
         out_dir = tmp_path / f"evaluate{split[0]}"
         status, out, err = run(*argv, "--out-dir", out_dir)
         assert status == 0, err

@@ -160,12 +160,13 @@ def check_attributes(args):
     return class_attribute, class_map
 
 
-def fit_labels(args, records, source, class_attribute, class_map):
+def fit_labels(args, records, source, class_attribute, class_map, *, bin_ages=True):
     """The attributes fit learns: ``(y, labelled, age_groups)``.
 
     ``y`` holds the labelled records' attributes (classes by the class map,
-    ages in groups learned from these records), ``labelled`` their positions
-    among ``records``; records with no known attribute are left out.
+    ages in groups learned from these records, or in years without
+    ``bin_ages``), ``labelled`` their positions among ``records``; records
+    with no known attribute are left out.
     """
     y = record_attributes(args, records, source, args.attributes)
     written = y[class_attribute].to_numpy()
@@ -194,28 +195,38 @@ def fit_labels(args, records, source, class_attribute, class_map):
             f"{class_attribute!r}; fit needs at least 2."
         )
     y = y.iloc[labelled].reset_index(drop=True)
-    age_groups = {}
+    if not bin_ages:
+        return y, labelled, {}
+    y, age_groups = bin_ages_of(y, np.arange(len(y)), args.age_groups)
+    return y, labelled, age_groups
+
+
+def bin_ages_of(y, rows, n_groups):
+    """``(y, age_groups)``: the age columns of ``y`` in ``n_groups`` quantile groups of
+    the known ages of ``rows`` (the records a model learns from), every row binned."""
+    y, age_groups = y.copy(), {}
     for name in y.columns:
         if name.lower() == "age":
-            ages = y[[name]].astype(float)
-            known = ages[name].notna().to_numpy()
-            n_ages = ages[name].nunique()
-            if args.age_groups > n_ages:
+            ages = y[name].astype(float).to_numpy()
+            known = ~np.isnan(ages)
+            learned = ages[rows][known[rows]][:, None]
+            n_ages = len(np.unique(learned))
+            if n_groups > n_ages:
                 raise CommandError(
-                    f"--age-groups {args.age_groups}: the {int(known.sum())} records' known "
-                    f"ages take only {n_ages} distinct value(s), too few for that many groups. "
-                    f"Pass --age-groups {n_ages} or fewer."
+                    f"--age-groups {n_groups}: the {len(learned)} records' known ages take "
+                    f"only {n_ages} distinct value(s), too few for that many groups. Pass "
+                    f"--age-groups {n_ages} or fewer."
                 )
-            encoder = AgeGroupEncoder(n_groups=args.age_groups).fit(ages[known])
+            encoder = AgeGroupEncoder(n_groups=n_groups).fit(learned)
             groups = np.full(len(y), None, dtype=object)
-            groups[known] = encoder.transform(ages[known]).ravel()
+            groups[known] = encoder.transform(ages[known][:, None]).ravel()
             y[name] = pd.Categorical(groups, categories=encoder.labels_)
             # The inner edges only: the outer ones are the youngest and oldest ages.
             age_groups[name] = {
                 "labels": list(encoder.labels_),
                 "edges": encoder.bin_edges_[1:-1].tolist(),
             }
-    return y, labelled, age_groups
+    return y, age_groups
 
 
 def new_model(args, settings, class_attribute, start=None):

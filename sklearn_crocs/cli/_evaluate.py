@@ -17,6 +17,7 @@ from .._split import patient_split
 from ..metrics import evaluate_prototypes
 from ..metrics._evaluation import MAJORITY
 from ._commands import (
+    bin_ages_of,
     check_attributes,
     check_output,
     fit_labels,
@@ -100,16 +101,21 @@ def evaluate(args):
     class_attribute, class_map = check_attributes(args)
     settings = fit_settings(args)
     records, source = read_records(args, settings, leads=args.leads)
-    y, labelled, age_groups = fit_labels(args, records, source, class_attribute, class_map)
+    # Ages stay in years here: each fold bins them with its training records' groups.
+    years, labelled, _ = fit_labels(
+        args, records, source, class_attribute, class_map, bin_ages=False
+    )
     settings.update(class_attribute=class_attribute, class_map=class_map,
-                    multi_class=args.multi_class, age_groups=age_groups)  # fmt: skip
+                    multi_class=args.multi_class)  # fmt: skip
     groups = records.groups[labelled]
     frame_of = pd.Series(np.arange(len(labelled)), index=labelled)  # record -> labelled row
+    y, _ = bin_ages_of(years, np.arange(len(years)), args.age_groups)  # to stratify only
     splits = _splits(args, groups, y[class_attribute].to_numpy())
     part = np.full(len(labelled), "", dtype=object)
     results, truth, predicted = [], [], {}
     for fold, (train, test) in enumerate(splits, 1):
         part[test] = "test" if args.cv is None else f"fold {fold}"
+        y, settings["age_groups"] = bin_ages_of(years, train, args.age_groups)
         frames = np.flatnonzero(np.isin(records.frame_record, labelled[train]))
         y_train = y.iloc[frame_of[records.frame_record[frames]].to_numpy()]
         model = new_model(args, settings, class_attribute)
