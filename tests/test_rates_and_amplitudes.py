@@ -17,13 +17,18 @@ from sklearn_crocs.preprocessing import SignalConditioner, resample_signals
 RATE_MESSAGE = "must be a number of Hz from 1 to 100000"
 
 
-@pytest.fixture(scope="module")
-def model():
+def fit_100hz_model():
+    """A small CROCSClusterer fitted on synthetic 2-s frames declared at 100 Hz."""
     X, y, _ = make_synthetic_ecgs(n_patients=12, frames_per_patient=2, length=200, seed=1)
     return CROCSClusterer(
         encoder="cnn", encoder_params=FAST_CNN, embedding_dim=8, max_epochs=1,
         validation_fraction=None, sampling_rate=100, working_rate=100, random_state=0,
     ).fit(X, y)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model():
+    return fit_100hz_model()
 
 
 # ------------------------------------------------ item 6: absurd rates

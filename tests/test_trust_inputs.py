@@ -14,8 +14,8 @@ import pytest
 import wfdb
 from conftest import make_synthetic_ecgs
 from test_cli import error_line, run
-from test_common import FAST_CNN
 from test_model_consistency import fit_cli_model
+from test_rates_and_amplitudes import fit_100hz_model
 
 from sklearn_crocs import CROCSClusterer
 from sklearn_crocs.cli._common import CommandError
@@ -35,11 +35,7 @@ def cli_model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def model():
-    X, y, _ = make_synthetic_ecgs(n_patients=12, frames_per_patient=2, length=200, seed=1)
-    return CROCSClusterer(
-        encoder="cnn", encoder_params=FAST_CNN, embedding_dim=8, max_epochs=1,
-        validation_fraction=None, sampling_rate=100, working_rate=100, random_state=0,
-    ).fit(X, y)  # fmt: skip
+    return fit_100hz_model()
 
 
 def _two_hz_record(folder, name="slow", n_samples=40):
